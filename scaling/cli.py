@@ -1,0 +1,231 @@
+"""The `scaling` command: one `add_<name>` function per subcommand, listed in SUBCOMMANDS.
+
+Every subcommand reports bad input as one line "error: <message>" on stderr and exit code 2,
+before any compute (DESIGN.md section 7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable
+
+from scaling.config import ConfigError
+
+
+class UsageError(Exception):
+    """Bad command-line input; main prints it as one line and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so errors are one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value <= 0:
+            noun = "integer" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"got {text!r}, expected a positive {noun}")
+        return value
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number with 0 <= x < 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a non-negative integer")
+    return int(text)
+
+
+# ---------------------------------------------------------------- plan
+
+CALCULATOR = ("examples", "batch_size", "epochs", "steps", "max_examples", "max_tokens", "tokens",
+              "tokens_per_example", "drop_last", "warmup_fraction", "warmup_steps",
+              "accumulation", "data_shards", "schedule", "lr_ref", "batch_ref")
+
+
+def add_plan(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan", help="steps, epochs, examples, tokens and warnings per batch size; no compute",
+        description="Run arithmetic for a sweep config, or for numbers given as options "
+                    "(the calculator: scaling plan --examples 800 --batch-size 8 --epochs 3).")
+    p.add_argument("config", nargs="?", help="sweep config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--json", action="store_true", help="print a JSON array, one object per batch")
+    c = p.add_argument_group("calculator (instead of a config)")
+    c.add_argument("--examples", type=_positive(int), help="training-set size (omit: sampled data)")
+    c.add_argument("--batch-size", type=_positive(int), action="append", help="repeatable")
+    c.add_argument("--epochs", type=_positive(float), help="epoch budget (may be fractional)")
+    c.add_argument("--steps", type=_positive(int), help="step budget")
+    c.add_argument("--max-examples", type=_positive(int), help="example budget")
+    c.add_argument("--max-tokens", type=_positive(int), help="token budget")
+    c.add_argument("--tokens", type=_positive(int), help="tokens in the whole training set")
+    c.add_argument("--tokens-per-example", type=_positive(float))
+    c.add_argument("--drop-last", action="store_true", help="drop each epoch's partial batch")
+    c.add_argument("--warmup-fraction", type=_fraction, help="warm-up as a share of the run")
+    c.add_argument("--warmup-steps", type=_non_negative_int, help="fixed warm-up (discouraged)")
+    c.add_argument("--accumulation", type=_positive(int), help="gradient-accumulation steps")
+    c.add_argument("--data-shards", type=_positive(int), help="data-parallel devices")
+    c.add_argument("--schedule", choices=("constant", "linear", "cosine"))
+    c.add_argument("--lr-ref", type=_positive(float), help="learning rate at --batch-ref")
+    c.add_argument("--batch-ref", type=_positive(int), help="reference batch size for lr rules")
+    p.set_defaults(func=run_plan)
+
+
+def _calculator_rows(args: argparse.Namespace) -> list[Any]:
+    from scaling.plan import calculate
+
+    if not args.batch_size:
+        raise UsageError("--batch-size: missing; give a CONFIG or at least one --batch-size")
+    if (args.lr_ref is None) != (args.batch_ref is None):
+        raise UsageError("--lr-ref and --batch-ref: give both or neither")
+    return [calculate(
+        args.examples, size, epochs=args.epochs, max_steps=args.steps,
+        max_examples=args.max_examples, max_tokens=args.max_tokens, drop_last=args.drop_last,
+        warmup_fraction=args.warmup_fraction or 0.0, warmup_steps=args.warmup_steps,
+        tokens=args.tokens, tokens_per_example=args.tokens_per_example,
+        accumulation=args.accumulation or 1, data_shards=args.data_shards or 1,
+        schedule=args.schedule or "constant", batch_ref=args.batch_ref, lr_ref=args.lr_ref)
+        for size in args.batch_size]
+
+
+def _config_rows(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    from scaling.config import load
+    from scaling.plan import for_config, sweep_warnings
+
+    used = [f"--{k.replace('_', '-')}" for k in CALCULATOR if getattr(args, k) not in (None, False)]
+    if used:
+        raise UsageError(f"{used[0]}: a calculator option; give a CONFIG (and section.key=value "
+                         "overrides) or calculator options, not both")
+    cfg = load(args.config, args.overrides)
+    shards = cfg.parallel.data or 1
+    return [for_config(cfg, size, shards) for size in cfg.batch.sizes], sweep_warnings(cfg)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """Print the plan; sweep-level warnings go to stderr under --json so stdout stays JSON."""
+    from scaling.plan import format_table
+
+    if args.config is None:
+        if args.overrides:
+            raise UsageError(f"{args.overrides[0]}: overrides need a CONFIG")
+        rows, sweep = _calculator_rows(args), []
+    else:
+        rows, sweep = _config_rows(args)
+    if args.json:
+        print(json.dumps([row.to_dict() for row in rows], indent=2))
+    else:
+        print(format_table(rows))
+    for warning in sweep:
+        print(f"warning: {warning}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+# ---------------------------------------------------------------- train
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="sweep config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--out", help="results folder (default: runs/<config name>)")
+    p.add_argument("--force", action="store_true", help="write into a folder made by another config")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (logs, CI)")
+
+
+def add_train(sub: Any) -> None:
+    p = sub.add_parser(
+        "train", help="train one batch size's runs (its learning rates x seeds) as vmapped groups",
+        description="Train the runs of one batch size of a config and write the run files "
+                    "(config.json, metrics.jsonl, summary.json) under OUT/runs/.")
+    _add_run_options(p)
+    p.add_argument("--batch-size", type=_positive(int),
+                   help="which of the config's batch sizes (needed when it lists several)")
+    p.set_defaults(func=run_train)
+
+
+def add_sweep(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep", help="train the whole grid: batch sizes x learning rates x seeds",
+        description="Train every unfinished run of a config's grid into OUT/runs/; running it "
+                    "again skips finished runs (resume) and runs only new grid points (extend).")
+    _add_run_options(p)
+    p.set_defaults(func=run_sweep, batch_size=None)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from scaling.config import load
+
+    cfg = load(args.config, args.overrides)
+    if args.batch_size is None and len(cfg.batch.sizes) > 1:
+        raise UsageError(f"--batch-size: missing; the config lists batch sizes {cfg.batch.sizes}, "
+                         "train runs one of them (scaling sweep runs them all)")
+    return _run(cfg, args, [args.batch_size or cfg.batch.sizes[0]])
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from scaling.config import load
+
+    return _run(load(args.config, args.overrides), args, None)
+
+
+def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> int:
+    """Train, then print one line per finished run and where the files are."""
+    from scaling.parallel import maybe_initialize_distributed
+
+    maybe_initialize_distributed()
+    from scaling import sweep
+
+    out = args.out or f"runs/{cfg.name}"
+    summaries = sweep.run(cfg, out, batch_sizes, args.force, args.quiet)
+    if not summaries:
+        print(f"nothing to do: every run is already finished in {out}")
+    for s in summaries:
+        reached = ", ".join(f"{k}: {v}" for k, v in s["steps_to_target"].items())
+        print(f"{s['run_id']}: {s['status']} after {s['steps']} steps"
+              + (f" (steps to target: {reached})" if reached else ""))
+    print(f"results in {out}/runs")
+    return 0
+
+
+# ---------------------------------------------------------------- entry point
+
+SUBCOMMANDS = (add_plan, add_train, add_sweep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="scaling", description="Large-batch scaling experiments in JAX.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (`scaling`); returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except (UsageError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""Compiled training: one program per (task, batch size, optimizer family), runs vmapped inside.
+
+A group of runs that differ only in scalars (learning rate, seed, momentum, weight decay, betas)
+trains as one vmapped state. Steps run in lax.scan chunks; evaluation, target checks, divergence
+checks and noise-scale statistics happen inside the chunk, and the host reads one small table
+of metrics per chunk (DESIGN.md section 5). The step counter is shared by the group, so the
+`lax.cond`s on it (new epoch, evaluation point) stay real branches under vmap.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from scaling import gns
+from scaling.gradients import GroupLayout, batch_gradient
+from scaling.optimizers import make_optimizer, set_learning_rate
+from scaling.rules import lr_multiplier
+from scaling.tasks.base import Task
+
+RUNNING, COMPLETED, DIVERGED, BUDGET_EXHAUSTED, PADDING = 0, 1, 2, 3, 4
+STATUS_NAMES = {RUNNING: "running", COMPLETED: "completed", DIVERGED: "diverged",
+                BUDGET_EXHAUSTED: "budget_exhausted"}
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """Everything that shapes the compiled program; runs in one group share all of it."""
+
+    batch_size: int
+    layout: GroupLayout
+    optimizer: str
+    total_steps: int
+    chunk_steps: int
+    schedule: str
+    warmup_steps: int
+    final_fraction: float
+    num_train: int | None
+    drop_last: bool
+    targets: tuple[tuple[str, str, float], ...]
+    divergence_factor: float
+    stop_at_targets: bool
+    ema_decay: float
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        if self.num_train is None:
+            return None
+        div = self.num_train // self.batch_size if self.drop_last else -(-self.num_train // self.batch_size)
+        return max(div, 1)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The scalars of one run: data, not constants, in the compiled program."""
+
+    learning_rate: float
+    seed: int
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+
+
+class RunState(NamedTuple):
+    params: Any
+    opt_state: Any
+    base_lr: jax.Array
+    data_key: jax.Array
+    perm: jax.Array
+    steps: jax.Array
+    status: jax.Array
+    start_loss: jax.Array
+    loss_sum: jax.Array
+    loss_count: jax.Array
+    ema: gns.EMAState
+    gns_sum: jax.Array
+    gns_count: jax.Array
+    target_step: jax.Array
+
+
+def eval_steps(total_steps: int, every: int | None, points_per_decade: int) -> np.ndarray:
+    """Evaluation points: 0, the end, a fixed cadence, and geometric spacing for resolution."""
+    points = {0, total_steps}
+    if every:
+        points.update(range(every, total_steps, every))
+    if points_per_decade and total_steps > 1:
+        n = int(math.ceil(points_per_decade * math.log10(total_steps))) + 1
+        points.update(int(round(s)) for s in np.geomspace(1, total_steps, n))
+    return np.array(sorted(points), dtype=np.int64)
+
+
+class GroupProgram:
+    """The compiled init and chunk functions for one GroupSpec on one mesh."""
+
+    def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
+        self.task, self.spec, self.mesh = task, spec, mesh
+        self.tx_factory = make_optimizer(spec.optimizer)
+        self.metric_names = tuple(m for m in task.metrics if m != "train_loss")
+        self._init = jax.jit(self._init_fn)
+        self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
+        self._final = jax.jit(self._final_fn)
+        self.compiled_chunk: Callable | None = None
+
+    # ------------------------------------------------------------ per-run pieces (vmapped)
+    def _tx(self, hparams: dict[str, jax.Array]) -> optax.GradientTransformation:
+        return optax.inject_hyperparams(self.tx_factory)(**hparams)
+
+    def _new_perm(self, key: jax.Array, epoch: jax.Array) -> jax.Array:
+        """This epoch's order, padded (or cut, with drop_last) to steps_per_epoch x batch."""
+        spec = self.spec
+        perm = jax.random.permutation(jax.random.fold_in(key, epoch), spec.num_train)
+        length = spec.steps_per_epoch * spec.batch_size
+        if length > spec.num_train:
+            perm = jnp.concatenate([perm, jnp.zeros(length - spec.num_train, perm.dtype)])
+        return perm[:length]
+
+    def _batch(self, rs: RunState, data: Any, step: jax.Array) -> tuple[Any, jax.Array]:
+        """This step's examples and their weights (0 pads a kept partial last batch)."""
+        spec, size = self.spec, self.spec.batch_size
+        if spec.num_train is None:
+            return self.task.sample(jax.random.fold_in(rs.data_key, step), size), jnp.ones(size)
+        start = (step % spec.steps_per_epoch) * size
+        idx = jax.lax.dynamic_slice(rs.perm, (start,), (size,))
+        weights = (start + jnp.arange(size) < spec.num_train).astype(jnp.float32)
+        return jax.tree.map(lambda a: a[idx], data), weights
+
+    def _evaluate(self, rs: RunState, eval_data: Any) -> dict[str, jax.Array]:
+        metrics = self.task.evaluate(rs.params, eval_data)
+        return {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
+
+    def _init_run(self, seed: jax.Array, hparams: dict[str, jax.Array], eval_data: Any) -> tuple:
+        init_key, data_key = jax.random.split(jax.random.key(seed))
+        params = self.task.init(init_key)
+        opt_state = self._tx(hparams).init(params)
+        perm_len = self.spec.steps_per_epoch * self.spec.batch_size if self.spec.num_train else 1
+        n_targets = len(self.spec.targets)
+        zero = jnp.zeros((), jnp.float32)
+        rs = RunState(params, opt_state, hparams["learning_rate"], data_key,
+                      jnp.zeros(perm_len, jnp.int32), jnp.zeros((), jnp.int32),
+                      jnp.zeros((), jnp.int32), zero, zero, zero, gns.ema_init(),
+                      jnp.zeros(2, jnp.float32), zero, jnp.full(n_targets, -1, jnp.int32))
+        return self._after_eval(rs, eval_data, jnp.zeros((), jnp.int32),
+                                jnp.asarray(self.spec.total_steps == 0))
+
+    def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array) -> RunState:
+        spec = self.spec
+        batch, weights = self._batch(rs, data, step)
+        out = batch_gradient(self.task.per_example_loss, rs.params, batch, weights, spec.layout,
+                             self.mesh)
+        lr = rs.base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
+                                        spec.final_fraction)
+        opt_state = set_learning_rate(rs.opt_state, lr)
+        tx = self._tx(dict(opt_state.hyperparams))
+        updates, opt_state = tx.update(out.grad, opt_state, rs.params)
+        params = optax.apply_updates(rs.params, updates)
+        finite = jnp.isfinite(out.loss)
+        g2, trace = gns.unbiased_estimates(out.sq_small, out.sq_big, spec.layout.b_small, spec.batch_size)
+        use_gns = live & finite & out.full & (spec.layout.num_groups >= 2)
+        ema = gns.ema_update(rs.ema, g2, trace, spec.ema_decay, use_gns)
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(live, n, o), new, old)
+        return rs._replace(
+            params=keep(params, rs.params), opt_state=keep(opt_state, rs.opt_state),
+            steps=rs.steps + live, status=jnp.where(live & ~finite, DIVERGED, rs.status),
+            loss_sum=rs.loss_sum + jnp.where(live, out.loss, 0.0), loss_count=rs.loss_count + live,
+            ema=ema, gns_sum=rs.gns_sum + jnp.where(use_gns, jnp.stack([g2, trace]), 0.0),
+            gns_count=rs.gns_count + use_gns)
+
+    def _after_eval(self, rs: RunState, eval_data: Any, point: jax.Array, is_last: jax.Array
+                    ) -> tuple[RunState, dict[str, jax.Array]]:
+        """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
+        spec = self.spec
+        metrics = self._evaluate(rs, eval_data)
+        here = (rs.steps == point) & (rs.status == RUNNING)
+        start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
+        target_step = rs.target_step
+        for j, (metric, op, value) in enumerate(spec.targets):
+            hit = metrics[metric] <= value if op == "<=" else metrics[metric] >= value
+            target_step = target_step.at[j].set(
+                jnp.where(here & hit & (target_step[j] < 0), point, target_step[j]))
+        all_hit = jnp.all(target_step >= 0) if spec.targets else jnp.asarray(False)
+        loss = metrics["eval_loss"]
+        blown = ~jnp.isfinite(loss) | (loss > spec.divergence_factor * start_loss)
+        status = jnp.where(here & blown, DIVERGED, rs.status)
+        done_targets = here & all_hit & spec.stop_at_targets & (status == RUNNING)
+        status = jnp.where(done_targets, COMPLETED, status)
+        at_end = here & is_last & (status == RUNNING)
+        status = jnp.where(at_end & (all_hit | (len(spec.targets) == 0)), COMPLETED, status)
+        status = jnp.where(at_end & (status == RUNNING), BUDGET_EXHAUSTED, status)
+        ema = gns.ema_value(rs.ema)
+        count = jnp.maximum(rs.gns_count, 1.0)
+        nan = jnp.float32(jnp.nan)
+        row = dict(metrics, step=rs.steps, recorded=here,
+                   train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1), nan),
+                   lr=opt_lr(rs), gns_g2=ema.g2, gns_trace_sigma=ema.trace_sigma, b_simple=ema.b_simple,
+                   gns_g2_interval=jnp.where(rs.gns_count > 0, rs.gns_sum[0] / count, nan),
+                   gns_trace_sigma_interval=jnp.where(rs.gns_count > 0, rs.gns_sum[1] / count, nan),
+                   status=status)
+        zero = jnp.zeros((), jnp.float32)
+        rs = rs._replace(status=status, start_loss=start_loss, target_step=target_step,
+                         loss_sum=jnp.where(here, zero, rs.loss_sum),
+                         loss_count=jnp.where(here, zero, rs.loss_count),
+                         gns_sum=jnp.where(here, jnp.zeros(2), rs.gns_sum),
+                         gns_count=jnp.where(here, zero, rs.gns_count))
+        return rs, row
+
+    # ------------------------------------------------------------ group-level (compiled)
+    def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
+        return jax.vmap(fn, in_axes=in_axes, spmd_axis_name="runs")
+
+    def _init_fn(self, seeds: jax.Array, hparams: dict, status: jax.Array, eval_data: Any) -> tuple:
+        rs, row = self._vmap(self._init_run, (0, 0, None))(seeds, hparams, eval_data)
+        rs = rs._replace(status=jnp.where(status == PADDING, PADDING, rs.status))
+        return self._shard_runs(rs), self._replicate(row)
+
+    def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, eval_mask: jax.Array,
+                  first_step: jax.Array) -> tuple[RunState, dict]:
+        spec = self.spec
+        steps = first_step + jnp.arange(spec.chunk_steps)
+        row_shape = jax.eval_shape(lambda r: self._vmap(self._after_eval, (0, None, None, None))(
+            r, eval_data, steps[0], False)[1], rs)
+
+        def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
+            live = (rs.status == RUNNING) & (step < spec.total_steps)
+            if spec.num_train is not None:
+                epoch = step // spec.steps_per_epoch
+                perm = jax.lax.cond(step % spec.steps_per_epoch == 0,
+                                    lambda: self._vmap(self._new_perm, (0, None))(rs.data_key, epoch),
+                                    lambda: rs.perm)
+                rs = rs._replace(perm=perm)
+            rs = jax.lax.cond(jnp.any(live), lambda r: self._vmap(self._train_step, (0, None, None, 0))(
+                r, data, step, live), lambda r: r, rs)
+            point = step + 1
+            rs, row = jax.lax.cond(
+                eval_mask[point],
+                lambda r: self._vmap(self._after_eval, (0, None, None, None))(
+                    r, eval_data, point, point == spec.total_steps),
+                lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), row_shape)), rs)
+            return rs, dict(row, status=rs.status)
+
+        rs, rows = jax.lax.scan(body, rs, steps)
+        return self._shard_runs(rs), self._replicate(rows)
+
+    def _shard_runs(self, rs: RunState) -> RunState:
+        """Every state leaf has the runs axis first; pinning it keeps one compiled chunk valid."""
+        return jax.lax.with_sharding_constraint(rs, NamedSharding(self.mesh, P("runs")))
+
+    def _replicate(self, tree: Any) -> Any:
+        """Metrics are read by every process, so they are gathered to all devices (small)."""
+        return jax.lax.with_sharding_constraint(tree, NamedSharding(self.mesh, P()))
+
+    # ------------------------------------------------------------ host side
+    def init(self, runs: list[RunSpec], status: np.ndarray, eval_data: Any) -> tuple[RunState, dict]:
+        seeds = jnp.asarray([r.seed for r in runs], jnp.uint32)
+        hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
+                   for k in hparam_names(self.spec.optimizer)}
+        return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), eval_data)
+
+    def final_view(self, rs: RunState) -> dict:
+        """The small per-run facts the host needs at the end, gathered for every process."""
+        return self._final(rs)
+
+    def _final_fn(self, rs: RunState) -> dict:
+        return self._replicate({"status": rs.status, "steps": rs.steps, "target_step": rs.target_step})
+
+    def chunk(self, rs: RunState, data: Any, eval_data: Any, eval_mask: jax.Array, first_step: int):
+        """Run one chunk; the first call compiles ahead of time so compile time is measured apart."""
+        args = (rs, data, eval_data, eval_mask, jnp.asarray(first_step, jnp.int32))
+        if self.compiled_chunk is None:
+            start = time.perf_counter()
+            self.compiled_chunk = self._chunk.lower(*args).compile()
+            self.compile_s = time.perf_counter() - start
+        return self.compiled_chunk(*args)
+
+
+def opt_lr(rs: RunState) -> jax.Array:
+    return rs.opt_state.hyperparams["learning_rate"].astype(jnp.float32)
+
+
+def hparam_names(optimizer: str) -> tuple[str, ...]:
+    from scaling.optimizers import HYPERPARAMS
+
+    return HYPERPARAMS[optimizer]
+
+
+@dataclass
+class RunResult:
+    """What the host knows about one run when its group stops."""
+
+    status: str
+    steps: int
+    target_steps: list[int | None]
+
+
+def rows_to_records(rows: dict[str, np.ndarray], num_runs: int) -> list[list[dict[str, float]]]:
+    """Per run, the evaluation points it recorded in this chunk (rows shaped (steps, runs) or (runs,))."""
+    rows = {k: np.asarray(v) for k, v in rows.items()}
+    if rows["recorded"].ndim == 1:
+        rows = {k: v[None] for k, v in rows.items()}
+    names = [k for k in rows if k not in ("recorded", "status")]
+    out: list[list[dict[str, float]]] = [[] for _ in range(num_runs)]
+    for t, r in zip(*np.nonzero(rows["recorded"])):
+        if r < num_runs:
+            out[r].append({k: float(rows[k][t, r]) if k != "step" else int(rows[k][t, r]) for k in names})
+    return out
+
+
+def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
+              eval_points: np.ndarray, on_records: Callable[[list[list[dict]], float], None],
+              runs_axis: int = 1) -> tuple[list[RunResult], float]:
+    """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
+
+    The next chunk is dispatched before the previous chunk's metrics are read, so the device
+    never waits on the host. Returns the results and the compile time in seconds.
+    """
+    spec = program.spec
+    pad = (-len(runs)) % runs_axis
+    padded = runs + [runs[-1]] * pad
+    status = np.array([RUNNING] * len(runs) + [PADDING] * pad)
+    start = time.perf_counter()
+    rs, row0 = program.init(padded, status, eval_data)
+    mask = np.zeros(spec.total_steps + spec.chunk_steps + 1, bool)
+    mask[eval_points] = True
+    eval_mask = jnp.asarray(mask)
+    on_records(rows_to_records(jax.device_get(row0), len(runs)), time.perf_counter() - start)
+    pending = None
+    for first in range(0, spec.total_steps, spec.chunk_steps):
+        rs, rows = program.chunk(rs, data, eval_data, eval_mask, first)
+        if pending is not None and _consume(pending, len(runs), start, on_records):
+            pending = None
+            break
+        pending = rows
+    if pending is not None:
+        _consume(pending, len(runs), start, on_records)
+    final = jax.device_get(program.final_view(rs))
+    return [_result(final, i, spec) for i in range(len(runs))], program.compile_s
+
+
+def _consume(rows: dict, num_runs: int, start: float, on_records: Callable) -> bool:
+    """Hand a chunk's metrics to the host; True when every real run has stopped."""
+    rows = jax.device_get(rows)
+    on_records(rows_to_records(rows, num_runs), time.perf_counter() - start)
+    status = np.asarray(rows["status"])[-1][:num_runs]
+    return bool(np.all(status != RUNNING))
+
+
+def _result(final: dict, i: int, spec: GroupSpec) -> RunResult:
+    targets = [int(s) if s >= 0 else None for s in final["target_step"][i]]
+    return RunResult(STATUS_NAMES.get(int(final["status"][i]), "failed"), int(final["steps"][i]), targets)

@@ -1,0 +1,79 @@
+"""Gradient noise scale estimators (McCandlish et al. 2018), usable inside and outside the engine.
+
+From the squared norms of gradients over batches of two sizes at the same parameters,
+E|G_B|^2 = |G|^2 + tr(Sigma)/B gives unbiased estimates of |G|^2 and tr(Sigma). Their ratio is
+biased, so callers keep separate moving averages of each and divide the averages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+def unbiased_estimates(sq_small: jax.Array, sq_big: jax.Array, b_small: float, b_big: float
+                       ) -> tuple[jax.Array, jax.Array]:
+    """(|G|^2, tr Sigma) from the MEAN squared small-batch norm and the big-batch squared norm."""
+    g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)
+    trace_sigma = (sq_small - sq_big) / (1.0 / b_small - 1.0 / b_big)
+    return g2, trace_sigma
+
+
+class GNSEstimate(NamedTuple):
+    g2: jax.Array
+    trace_sigma: jax.Array
+    b_simple: jax.Array
+
+
+def tree_sq_norm(tree: Any) -> jax.Array:
+    """Squared L2 norm of a pytree of arrays."""
+    return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(tree))
+
+
+def estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
+             num_groups: int) -> GNSEstimate:
+    """One-batch estimate: split `batch` into `num_groups` equal groups, no extra backward pass.
+
+    `loss_fn(params, batch)` returns the mean loss of a batch; the batch leaves share a leading
+    axis of length B divisible by num_groups. The group gradients' mean is the full-batch gradient.
+    """
+    size = jax.tree.leaves(batch)[0].shape[0]
+    if num_groups < 2 or size % num_groups:
+        raise ValueError(f"num_groups={num_groups} must be >= 2 and divide the batch size {size}")
+    groups = jax.tree.map(lambda a: a.reshape(num_groups, size // num_groups, *a.shape[1:]), batch)
+    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))(params, groups)
+    sq_small = jnp.mean(jax.vmap(tree_sq_norm)(grads))
+    sq_big = tree_sq_norm(jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
+    g2, trace_sigma = unbiased_estimates(sq_small, sq_big, size // num_groups, size)
+    return GNSEstimate(g2, trace_sigma, trace_sigma / g2)
+
+
+class EMAState(NamedTuple):
+    """Separate moving averages of |G|^2 and tr Sigma, with the count for bias correction."""
+
+    g2: jax.Array
+    trace_sigma: jax.Array
+    weight: jax.Array
+
+
+def ema_init() -> EMAState:
+    zero = jnp.zeros((), jnp.float32)
+    return EMAState(zero, zero, zero)
+
+
+def ema_update(state: EMAState, g2: jax.Array, trace_sigma: jax.Array, decay: float,
+               valid: jax.Array | bool = True) -> EMAState:
+    """Fold in one pair of estimates; `valid=False` leaves the state unchanged (jittable)."""
+    new = EMAState(decay * state.g2 + (1 - decay) * g2,
+                   decay * state.trace_sigma + (1 - decay) * trace_sigma,
+                   decay * state.weight + (1 - decay))
+    return jax.tree.map(lambda n, o: jnp.where(valid, n, o), new, state)
+
+
+def ema_value(state: EMAState) -> GNSEstimate:
+    """Bias-corrected averages and their ratio B_simple (NaN before the first update)."""
+    g2 = state.g2 / state.weight
+    trace_sigma = state.trace_sigma / state.weight
+    return GNSEstimate(g2, trace_sigma, trace_sigma / g2)

@@ -1,0 +1,49 @@
+"""Optimizer families as optax transformations whose scalars live in the state (inject_hyperparams).
+
+Runs of one family share a compiled program; their learning rates, momenta, weight decays and
+betas are per-run data. Weight decay for sgd/momentum/nesterov/adam is L2 added to the gradient;
+adamw decouples it (Loshchilov and Hutter).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax.numpy as jnp
+import optax
+
+HYPERPARAMS: dict[str, tuple[str, ...]] = {
+    "sgd": ("learning_rate", "weight_decay"),
+    "momentum": ("learning_rate", "momentum", "weight_decay"),
+    "nesterov": ("learning_rate", "momentum", "weight_decay"),
+    "adam": ("learning_rate", "b1", "b2", "eps", "weight_decay"),
+    "adamw": ("learning_rate", "b1", "b2", "eps", "weight_decay"),
+}
+
+
+def make_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
+    """A factory taking exactly HYPERPARAMS[name] as keyword arguments."""
+    def sgd(learning_rate, weight_decay):
+        return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate))
+
+    def momentum(learning_rate, momentum, weight_decay):
+        return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum))
+
+    def nesterov(learning_rate, momentum, weight_decay):
+        return optax.chain(optax.add_decayed_weights(weight_decay),
+                           optax.sgd(learning_rate, momentum, nesterov=True))
+
+    def adam(learning_rate, b1, b2, eps, weight_decay):
+        return optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(learning_rate, b1, b2, eps))
+
+    def adamw(learning_rate, b1, b2, eps, weight_decay):
+        return optax.adamw(learning_rate, b1, b2, eps, weight_decay=weight_decay)
+
+    return {"sgd": sgd, "momentum": momentum, "nesterov": nesterov, "adam": adam, "adamw": adamw}[name]
+
+
+def set_learning_rate(opt_state: Any, lr: Any) -> Any:
+    """The scheduled learning rate for this step, written where inject_hyperparams reads it."""
+    hyper = dict(opt_state.hyperparams)
+    hyper["learning_rate"] = jnp.asarray(lr, hyper["learning_rate"].dtype)
+    return opt_state._replace(hyperparams=hyper)

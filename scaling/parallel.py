@@ -1,0 +1,48 @@
+"""Meshes, shardings and multi-host start-up. Axes: 'runs' shards independent runs, 'data' the batch."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+
+def make_mesh(runs: int, data: int, devices: list | None = None) -> Mesh:
+    """A (runs, data) mesh over all devices (or the first runs x data of `devices`), Auto axes."""
+    return jax.make_mesh((runs, data), ("runs", "data"), axis_types=(AxisType.Auto, AxisType.Auto),
+                         devices=None if devices is None else devices[: runs * data])
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def put_replicated(mesh: Mesh, tree: Any) -> Any:
+    """Place host data (identical on every process) on all devices of the mesh."""
+    sharding = replicated(mesh)
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+    return jax.tree.map(lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)), tree)
+
+
+def maybe_initialize_distributed() -> None:
+    """Join a multi-host job when the launcher says so (SCALING_COORDINATOR, _NUM_PROCESSES, _PROCESS_ID).
+
+    On clusters JAX finds these itself (SLURM, TPU pods): set SCALING_DISTRIBUTED=auto there.
+    """
+    coordinator = os.environ.get("SCALING_COORDINATOR")
+    if coordinator:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=coordinator,
+                                   num_processes=int(os.environ["SCALING_NUM_PROCESSES"]),
+                                   process_id=int(os.environ["SCALING_PROCESS_ID"]))
+    elif os.environ.get("SCALING_DISTRIBUTED") == "auto":
+        jax.distributed.initialize()
+
+
+def is_leader() -> bool:
+    """Only process 0 writes files, so hosts never race on the same run."""
+    return jax.process_index() == 0

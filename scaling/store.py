@@ -1,0 +1,104 @@
+"""Results layout on disk (DESIGN.md section 6): atomic writes, append-only metrics, loading.
+
+<out>/sweep.yaml, <out>/runs/<run_id>/{config.json, metrics.jsonl, summary.json}. Whole files
+are written to a temporary name and renamed, so a kill never leaves a half-written one; a run
+without summary.json is not done and is trained again from scratch on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: non-finite floats are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(_clean(value), allow_nan=False)
+
+
+def write_json(path: Path, value: Any) -> None:
+    atomic_write(path, json.dumps(_clean(value), indent=2, allow_nan=False) + "\n")
+
+
+def run_dir(out: Path, run_id: str) -> Path:
+    return Path(out) / "runs" / run_id
+
+
+def is_done(out: Path, run_id: str) -> bool:
+    return (run_dir(out, run_id) / "summary.json").is_file()
+
+
+def start_run(out: Path, run_id: str, config: dict[str, Any]) -> None:
+    """Fresh run folder: config.json, an empty metrics.jsonl, no summary (not done yet)."""
+    folder = run_dir(out, run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").unlink(missing_ok=True)
+    write_json(folder / "config.json", config)
+    atomic_write(folder / "metrics.jsonl", "")
+
+
+def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:
+    """Append rows (one JSON object per line); a torn last line is ignored when reading."""
+    if not rows:
+        return
+    with open(run_dir(out, run_id) / "metrics.jsonl", "a") as f:
+        f.write("".join(dumps(r) + "\n" for r in rows))
+        f.flush()
+
+
+def finish_run(out: Path, run_id: str, summary: dict[str, Any]) -> None:
+    """summary.json is written last: its presence is what marks the run as done."""
+    write_json(run_dir(out, run_id) / "summary.json", summary)
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def load(out: str | Path) -> list[dict[str, Any]]:
+    """Finished runs as plain records: {'run_id', 'config', 'summary', 'metrics'}, sorted by id."""
+    records = []
+    for folder in sorted((Path(out) / "runs").glob("*")):
+        summary = folder / "summary.json"
+        if not summary.is_file():
+            continue
+        records.append({"run_id": folder.name,
+                        "config": json.loads((folder / "config.json").read_text()),
+                        "summary": json.loads(summary.read_text()),
+                        "metrics": read_metrics(folder / "metrics.jsonl")})
+    return records

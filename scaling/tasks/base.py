@@ -1,0 +1,85 @@
+"""The contract every workload meets, so the engine can train any of them the same way.
+
+A task owns its data (arrays held on the device, or a sampler that runs on the device), its
+model, a per-example loss and its evaluation. The engine does batching, weighting, optimizers,
+noise-scale statistics and stopping; tasks never see learning rates or devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+
+Batch = dict[str, jax.Array]
+Params = Any
+
+
+@dataclass
+class NoOptions:
+    """For tasks without options of their own."""
+
+
+class Task:
+    """Base class: subclasses set the class attributes and implement the methods below."""
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+    metrics: ClassVar[tuple[str, ...]] = ("train_loss", "eval_loss")
+    models: ClassVar[tuple[str, ...]] = ("default",)
+    finite_data: ClassVar[bool] = True
+
+    def __init__(self, options: Any, model: Any) -> None:
+        self.options = options
+        self.model_config = model
+
+    # ---- what the config validation asks before anything is built
+    @classmethod
+    def validate(cls, cfg: Any) -> None:
+        """Reject a model name or options this task cannot use (raise ConfigError)."""
+        from scaling.config import ConfigError
+
+        if cfg.model.name not in cls.models:
+            raise ConfigError(f"model.name: got {cfg.model.name!r}, expected one of "
+                              f"{', '.join(cls.models)} for task {cls.name}")
+
+    @classmethod
+    def tokens_per_example(cls, options: Any) -> int | None:
+        """Tokens in one example (sequence tasks), None where tokens mean nothing."""
+        return None
+
+    @classmethod
+    def num_train_examples(cls, options: Any) -> int | None:
+        """Training-set size without building the data (None for sampled tasks)."""
+        return None
+
+    # ---- data
+    def train_arrays(self) -> dict[str, np.ndarray] | None:
+        """The whole training set as arrays with a leading example axis (finite tasks)."""
+        return None
+
+    def eval_arrays(self) -> dict[str, np.ndarray]:
+        """The fixed evaluation set (may be empty when evaluation is exact)."""
+        return {}
+
+    def sample(self, key: jax.Array, batch_size: int) -> Batch:
+        """A fresh batch drawn on the device (sampled tasks)."""
+        raise NotImplementedError(f"task {self.name} has a finite data set, not a sampler")
+
+    # ---- model
+    def init(self, key: jax.Array) -> Params:
+        raise NotImplementedError
+
+    def per_example_loss(self, params: Params, batch: Batch) -> jax.Array:
+        """Loss of each example, shape (B,); the engine weights and averages."""
+        raise NotImplementedError
+
+    def evaluate(self, params: Params, eval_data: Batch) -> dict[str, jax.Array]:
+        """Scalars named as in `metrics` (eval_loss, and eval_accuracy where it applies)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the data worth recording with every run (sizes, hashes)."""
+        return {"task": self.name}

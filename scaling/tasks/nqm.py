@@ -1,0 +1,92 @@
+"""Noisy quadratic model (Zhang et al. 2019): a task whose expected loss is known exactly.
+
+L(theta) = 1/2 sum_i h_i theta_i^2. One "example" is a noise vector z ~ N(0, diag(c)) with loss
+L(theta) + z . theta, so a batch gradient is H theta plus noise of covariance diag(c)/B. For SGD
+the mean and variance of each coordinate evolve in closed form (DESIGN.md section 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from scaling.tasks.base import Batch, Task
+
+
+@dataclass
+class NQMOptions:
+    dim: int = 100
+    h_power: float = 1.0
+    c_power: float = 1.0
+    h_scale: float = 1.0
+    c_scale: float = 1.0
+    init_scale: float = 1.0
+
+
+def spectra(options: NQMOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Curvatures h_i = h_scale i^-h_power and noise variances c_i = c_scale i^-c_power."""
+    i = np.arange(1, options.dim + 1, dtype=np.float64)
+    return options.h_scale * i ** -options.h_power, options.c_scale * i ** -options.c_power
+
+
+class NQM(Task):
+    name = "nqm"
+    Options = NQMOptions
+    finite_data = False
+
+    def __init__(self, options: NQMOptions, model) -> None:
+        super().__init__(options, model)
+        h, c = spectra(options)
+        self.h = jnp.asarray(h, jnp.float32)
+        self.c = jnp.asarray(c, jnp.float32)
+
+    @classmethod
+    def validate(cls, cfg) -> None:
+        from scaling.config import ConfigError
+
+        super().validate(cfg)
+        o = cfg.task.options
+        for key in ("dim", "h_scale", "c_scale"):
+            if getattr(o, key) <= 0:
+                raise ConfigError(f"task.{key}: got {getattr(o, key)!r}, expected a positive number")
+
+    def sample(self, key: jax.Array, batch_size: int) -> Batch:
+        z = jax.random.normal(key, (batch_size, self.options.dim), jnp.float32)
+        return {"z": z * jnp.sqrt(self.c)}
+
+    def init(self, key: jax.Array) -> jax.Array:
+        """Deterministic start, so only the gradient noise is random and the closed form is exact."""
+        return jnp.full((self.options.dim,), self.options.init_scale, jnp.float32)
+
+    def per_example_loss(self, params: jax.Array, batch: Batch) -> jax.Array:
+        return 0.5 * jnp.sum(self.h * params**2) + batch["z"] @ params
+
+    def evaluate(self, params: jax.Array, eval_data: Batch) -> dict[str, jax.Array]:
+        return {"eval_loss": 0.5 * jnp.sum(self.h * params**2)}
+
+
+def expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int) -> np.ndarray:
+    """Exact E[L] after 0, 1, ..., len(lrs) SGD steps with step sizes `lrs` at batch `batch_size`."""
+    h, c = spectra(options)
+    mean = np.full_like(h, options.init_scale)
+    var = np.zeros_like(h)
+    out = np.empty(len(lrs) + 1)
+    out[0] = 0.5 * np.sum(h * mean**2)
+    for t, lr in enumerate(lrs):
+        shrink = 1.0 - lr * h
+        mean = shrink * mean
+        var = shrink**2 * var + lr**2 * c / batch_size
+        out[t + 1] = 0.5 * np.sum(h * (mean**2 + var))
+    return out
+
+
+def noise_scales(options: NQMOptions, params: np.ndarray) -> dict[str, float]:
+    """Exact B_simple = tr(Sigma)/|G|^2, B_noise = tr(H Sigma)/(G^T H G), eps_max at `params`."""
+    h, c = spectra(options)
+    g = h * np.asarray(params, np.float64)
+    g2, ghg = float(np.sum(g**2)), float(np.sum(h * g**2))
+    return {"g2": g2, "trace_sigma": float(np.sum(c)), "b_simple": float(np.sum(c)) / g2,
+            "b_noise": float(np.sum(h * c)) / ghg, "eps_max": g2 / ghg}
