@@ -48,6 +48,7 @@ class GroupSpec:
     targets: tuple[tuple[str, str, float], ...]
     divergence_factor: float
     stop_at_targets: bool
+    measure_gns: bool
     ema_decay: float
 
     @property
@@ -165,7 +166,7 @@ class GroupProgram:
         params = optax.apply_updates(rs.params, updates)
         finite = jnp.isfinite(out.loss)
         g2, trace = gns.unbiased_estimates(out.sq_small, out.sq_big, spec.layout.b_small, spec.batch_size)
-        use_gns = live & finite & out.full & (spec.layout.num_groups >= 2)
+        use_gns = live & finite & out.full & (spec.measure_gns and spec.layout.num_groups >= 2)
         ema = gns.ema_update(rs.ema, g2, trace, spec.ema_decay, use_gns)
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(live, n, o), new, old)
         return rs._replace(

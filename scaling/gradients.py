@@ -36,13 +36,16 @@ class GroupLayout:
 
     @classmethod
     def choose(cls, batch_size: int, accumulation: int, data_shards: int,
-               groups: int | None) -> "GroupLayout":
+               groups: int | None, measure: bool = True) -> "GroupLayout":
         """Groups per micro-batch: `groups` in all when given, else max(data shards, 8) if it divides.
 
-        With accumulation and no explicit count, each micro-batch is one group.
+        With accumulation and no explicit count, each micro-batch is one group; without
+        measurement (`measure=False`) micro-batches are not split at all.
         """
         micro = batch_size // accumulation
-        if groups is not None:
+        if not measure:
+            per_micro = 1
+        elif groups is not None:
             if groups % accumulation or micro % (groups // accumulation):
                 raise ValueError(
                     f"gns.groups: got {groups}, expected a multiple of batch.accumulation="

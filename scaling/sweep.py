@@ -71,7 +71,8 @@ def check_folder(cfg: Config, out: Path, force: bool) -> None:
 def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpec, plan.Arithmetic]:
     arith = plan.for_config(cfg, batch_size, data_shards)
     try:
-        layout = GroupLayout.choose(batch_size, cfg.batch.accumulation, data_shards, cfg.gns.groups)
+        layout = GroupLayout.choose(batch_size, cfg.batch.accumulation, data_shards, cfg.gns.groups,
+                                    cfg.gns.enabled)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     spec = GroupSpec(
@@ -81,7 +82,7 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         final_fraction=cfg.schedule.final_fraction, num_train=arith.num_examples,
         drop_last=cfg.batch.drop_last, targets=tuple(parse_target(t) for t in cfg.targets),
         divergence_factor=cfg.train.divergence_factor, stop_at_targets=cfg.train.stop_at_targets,
-        ema_decay=cfg.gns.ema_decay)
+        measure_gns=cfg.gns.enabled, ema_decay=cfg.gns.ema_decay)
     return spec, arith
 
 
