@@ -155,6 +155,7 @@ class GNSConfig:
     enabled: bool = True
     groups: int | None = None
     ema_decay: float = 0.95
+    hessian_every: int = 0
 
 
 @dataclass
@@ -435,6 +436,8 @@ def validate(cfg: Config) -> None:
     _need(cfg.gns.groups is None or cfg.gns.groups >= 2, "gns.groups", cfg.gns.groups,
           "an integer >= 2 or null (automatic)")
     _need(0 <= cfg.gns.ema_decay < 1, "gns.ema_decay", cfg.gns.ema_decay, "0 <= decay < 1")
+    _need(cfg.gns.hessian_every >= 0, "gns.hessian_every", cfg.gns.hessian_every,
+          "0 (off) or a positive integer: measure B_noise every K evaluation points")
 
 
 def _validate_budget(cfg: Config, task: Any) -> None:

@@ -50,6 +50,7 @@ class GroupSpec:
     stop_at_targets: bool
     measure_gns: bool
     ema_decay: float
+    hessian_every: int = 0
 
     @property
     def steps_per_epoch(self) -> int | None:
@@ -84,6 +85,7 @@ class RunState(NamedTuple):
     loss_sum: jax.Array
     loss_count: jax.Array
     ema: gns.EMAState
+    hessian_ema: gns.EMAState
     gns_sum: jax.Array
     gns_count: jax.Array
     target_step: jax.Array
@@ -139,7 +141,8 @@ class GroupProgram:
         metrics = self.task.evaluate(rs.params, eval_data)
         return {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
 
-    def _init_run(self, seed: jax.Array, hparams: dict[str, jax.Array], eval_data: Any) -> tuple:
+    def _init_run(self, seed: jax.Array, hparams: dict[str, jax.Array], data: Any, eval_data: Any
+                  ) -> tuple:
         init_key, data_key = jax.random.split(jax.random.key(seed))
         params = self.task.init(init_key)
         opt_state = self._tx(hparams).init(params)
@@ -148,10 +151,10 @@ class GroupProgram:
         zero = jnp.zeros((), jnp.float32)
         rs = RunState(params, opt_state, hparams["learning_rate"], data_key,
                       jnp.zeros(perm_len, jnp.int32), jnp.zeros((), jnp.int32),
-                      jnp.zeros((), jnp.int32), zero, zero, zero, gns.ema_init(),
+                      jnp.zeros((), jnp.int32), zero, zero, zero, gns.ema_init(), gns.ema_init(),
                       jnp.zeros(2, jnp.float32), zero, jnp.full(n_targets, -1, jnp.int32))
-        return self._after_eval(rs, eval_data, jnp.zeros((), jnp.int32),
-                                jnp.asarray(self.spec.total_steps == 0))
+        return self._after_eval(rs, data, eval_data, jnp.zeros((), jnp.int32),
+                                jnp.asarray(self.spec.total_steps == 0), jnp.asarray(False))
 
     def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array) -> RunState:
         spec = self.spec
@@ -176,12 +179,36 @@ class GroupProgram:
             ema=ema, gns_sum=rs.gns_sum + jnp.where(use_gns, jnp.stack([g2, trace]), 0.0),
             gns_count=rs.gns_count + use_gns)
 
-    def _after_eval(self, rs: RunState, eval_data: Any, point: jax.Array, is_last: jax.Array
-                    ) -> tuple[RunState, dict[str, jax.Array]]:
+    def _probe(self, rs: RunState, data: Any, point: jax.Array) -> gns.HessianEstimate:
+        """Hessian-aware noise scale on a fresh batch (i.i.d. examples), off the training path."""
+        spec, size = self.spec, self.spec.batch_size
+        key = jax.random.fold_in(jax.random.fold_in(rs.data_key, 0x7FFFFFFF), point)
+        if spec.num_train is None:
+            batch = self.task.sample(key, size)
+        else:
+            idx = jax.random.randint(key, (size,), 0, spec.num_train)
+            batch = jax.tree.map(lambda a: a[idx], data)
+        loss_fn = lambda p, b: jnp.mean(self.task.per_example_loss(p, b))
+        return gns.hessian_estimate(loss_fn, rs.params, batch, spec.layout.num_groups)
+
+    def _hessian_update(self, rs: RunState, data: Any, point: jax.Array, measure: jax.Array,
+                        here: jax.Array) -> gns.EMAState:
+        """At Hessian points, fold G^T H G and tr(H Sigma) into their own moving averages."""
+        if not self.spec.hessian_every:
+            return rs.hessian_ema
+        nan = jnp.float32(jnp.nan)
+        est = jax.lax.cond(measure, lambda: self._probe(rs, data, point),
+                           lambda: gns.HessianEstimate(nan, nan, nan, nan))
+        ok = measure & here & jnp.isfinite(est.ghg) & jnp.isfinite(est.trace_h_sigma)
+        return gns.ema_update(rs.hessian_ema, est.ghg, est.trace_h_sigma, self.spec.ema_decay, ok)
+
+    def _after_eval(self, rs: RunState, data: Any, eval_data: Any, point: jax.Array,
+                    is_last: jax.Array, hessian: jax.Array) -> tuple[RunState, dict[str, jax.Array]]:
         """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
         spec = self.spec
         metrics = self._evaluate(rs, eval_data)
         here = (rs.steps == point) & (rs.status == RUNNING)
+        hessian_ema = self._hessian_update(rs, data, point, hessian, here)
         start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
         target_step = rs.target_step
         for j, (metric, op, value) in enumerate(spec.targets):
@@ -206,8 +233,12 @@ class GroupProgram:
                    gns_g2_interval=jnp.where(rs.gns_count > 0, rs.gns_sum[0] / count, nan),
                    gns_trace_sigma_interval=jnp.where(rs.gns_count > 0, rs.gns_sum[1] / count, nan),
                    status=status)
+        if spec.hessian_every:
+            h = gns.ema_value(hessian_ema)  # fields: g2 holds G^T H G, trace_sigma tr(H Sigma)
+            row.update(b_noise=h.b_simple, eps_max=ema.g2 / h.g2)
         zero = jnp.zeros((), jnp.float32)
         rs = rs._replace(status=status, start_loss=start_loss, target_step=target_step,
+                         hessian_ema=hessian_ema,
                          loss_sum=jnp.where(here, zero, rs.loss_sum),
                          loss_count=jnp.where(here, zero, rs.loss_count),
                          gns_sum=jnp.where(here, jnp.zeros(2), rs.gns_sum),
@@ -218,8 +249,9 @@ class GroupProgram:
     def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
         return jax.vmap(fn, in_axes=in_axes, spmd_axis_name="runs")
 
-    def _init_fn(self, seeds: jax.Array, hparams: dict, status: jax.Array, eval_data: Any) -> tuple:
-        rs, row = self._vmap(self._init_run, (0, 0, None))(seeds, hparams, eval_data)
+    def _init_fn(self, seeds: jax.Array, hparams: dict, status: jax.Array, data: Any,
+                 eval_data: Any) -> tuple:
+        rs, row = self._vmap(self._init_run, (0, 0, None, None))(seeds, hparams, data, eval_data)
         rs = rs._replace(status=jnp.where(status == PADDING, PADDING, rs.status))
         return self._shard_runs(rs), self._replicate(row)
 
@@ -227,8 +259,8 @@ class GroupProgram:
                   first_step: jax.Array) -> tuple[RunState, dict]:
         spec = self.spec
         steps = first_step + jnp.arange(spec.chunk_steps)
-        row_shape = jax.eval_shape(lambda r: self._vmap(self._after_eval, (0, None, None, None))(
-            r, eval_data, steps[0], False)[1], rs)
+        after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None))
+        row_shape = jax.eval_shape(lambda r: after_eval(r, data, eval_data, steps[0], False, False)[1], rs)
 
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
             live = (rs.status == RUNNING) & (step < spec.total_steps)
@@ -242,9 +274,9 @@ class GroupProgram:
                 r, data, step, live), lambda r: r, rs)
             point = step + 1
             rs, row = jax.lax.cond(
-                eval_mask[point],
-                lambda r: self._vmap(self._after_eval, (0, None, None, None))(
-                    r, eval_data, point, point == spec.total_steps),
+                eval_mask[point] > 0,
+                lambda r: after_eval(r, data, eval_data, point, point == spec.total_steps,
+                                     eval_mask[point] == 2),
                 lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), row_shape)), rs)
             return rs, dict(row, status=rs.status)
 
@@ -260,11 +292,12 @@ class GroupProgram:
         return jax.lax.with_sharding_constraint(tree, NamedSharding(self.mesh, P()))
 
     # ------------------------------------------------------------ host side
-    def init(self, runs: list[RunSpec], status: np.ndarray, eval_data: Any) -> tuple[RunState, dict]:
+    def init(self, runs: list[RunSpec], status: np.ndarray, data: Any, eval_data: Any
+             ) -> tuple[RunState, dict]:
         seeds = jnp.asarray([r.seed for r in runs], jnp.uint32)
         hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
                    for k in hparam_names(self.spec.optimizer)}
-        return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), eval_data)
+        return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
 
     def final_view(self, rs: RunState) -> dict:
         """The small per-run facts the host needs at the end, gathered for every process."""
@@ -328,9 +361,11 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     padded = runs + [runs[-1]] * pad
     status = np.array([RUNNING] * len(runs) + [PADDING] * pad)
     start = time.perf_counter()
-    rs, row0 = program.init(padded, status, eval_data)
-    mask = np.zeros(spec.total_steps + spec.chunk_steps + 1, bool)
-    mask[eval_points] = True
+    rs, row0 = program.init(padded, status, data, eval_data)
+    mask = np.zeros(spec.total_steps + spec.chunk_steps + 1, np.int8)
+    mask[eval_points] = 1
+    if spec.hessian_every:
+        mask[eval_points[spec.hessian_every::spec.hessian_every]] = 2
     eval_mask = jnp.asarray(mask)
     on_records(rows_to_records(jax.device_get(row0), len(runs)), time.perf_counter() - start)
     pending = None

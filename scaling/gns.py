@@ -77,3 +77,32 @@ def ema_value(state: EMAState) -> GNSEstimate:
     g2 = state.g2 / state.weight
     trace_sigma = state.trace_sigma / state.weight
     return GNSEstimate(g2, trace_sigma, trace_sigma / g2)
+
+
+class HessianEstimate(NamedTuple):
+    """Two-batch estimates of G^T H G and tr(H Sigma), and what follows from them."""
+
+    ghg: jax.Array
+    trace_h_sigma: jax.Array
+    b_noise: jax.Array
+    eps_max: jax.Array
+
+
+def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
+                     num_groups: int) -> HessianEstimate:
+    """B_noise = tr(H Sigma) / (G^T H G) and eps_max = |G|^2 / (G^T H G) from one batch.
+
+    The H-weighted forms follow the same two-batch construction as the plain norms:
+    q_small = mean over groups of g_i^T H g_i, q_big = G^T H G, with H the batch loss's Hessian
+    applied by Hessian-vector products (jax.jvp over jax.grad); no Hessian is formed.
+    """
+    size = jax.tree.leaves(batch)[0].shape[0]
+    groups = jax.tree.map(lambda a: a.reshape(num_groups, size // num_groups, *a.shape[1:]), batch)
+    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))(params, groups)
+    mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    hvp = lambda v: jax.jvp(jax.grad(lambda p: loss_fn(p, batch)), (params,), (v,))[1]
+    form = lambda v: sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hvp(v))))
+    b_small = size // num_groups
+    ghg, trace_h_sigma = unbiased_estimates(jnp.mean(jax.vmap(form)(grads)), form(mean), b_small, size)
+    g2, _ = unbiased_estimates(jnp.mean(jax.vmap(tree_sq_norm)(grads)), tree_sq_norm(mean), b_small, size)
+    return HessianEstimate(ghg, trace_h_sigma, trace_h_sigma / ghg, g2 / ghg)

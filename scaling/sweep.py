@@ -82,7 +82,8 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         final_fraction=cfg.schedule.final_fraction, num_train=arith.num_examples,
         drop_last=cfg.batch.drop_last, targets=tuple(parse_target(t) for t in cfg.targets),
         divergence_factor=cfg.train.divergence_factor, stop_at_targets=cfg.train.stop_at_targets,
-        measure_gns=cfg.gns.enabled, ema_decay=cfg.gns.ema_decay)
+        measure_gns=cfg.gns.enabled, ema_decay=cfg.gns.ema_decay,
+        hessian_every=cfg.gns.hessian_every if cfg.gns.enabled else 0)
     return spec, arith
 
 

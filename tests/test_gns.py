@@ -104,3 +104,17 @@ def test_disabled_measurement_records_nothing_and_does_not_split_the_batch():
     from scaling.sweep import group_spec
 
     assert group_spec(cfg, 8, 1)[0].layout.num_groups == 1
+
+
+def test_hessian_noise_scale_matches_the_nqm_closed_form():
+    """B_noise = tr(H Sigma)/(G^T H G) and eps_max = |G|^2/(G^T H G) at theta0, where H is exact."""
+    cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 10, "gns.hessian_every": 1,
+                     "task.c_power": 0.5, "batch.sizes": "[32]"})
+    seeds = 32
+    _, records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])
+    exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))
+    assert exact["b_noise"] != pytest.approx(exact["eps_max"], rel=0.2)  # the two are told apart
+    assert np.isnan(records[0][0]["b_noise"])  # no measurement before the first Hessian point
+    for key in ("b_noise", "eps_max"):
+        values = np.array([rows[-1][key] for rows in records])
+        assert np.median(values) == pytest.approx(exact[key], rel=0.1), key

@@ -1,0 +1,91 @@
+"""`scaling train` / `scaling sweep` end to end: the run files of DESIGN.md section 6, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scaling.cli import main
+from scaling.store import load
+
+SUMMARY_KEYS = {"run_id", "status", "task", "batch_size", "learning_rate", "seed", "optimizer",
+                "steps", "examples", "steps_to_target", "examples_to_target", "final", "b_simple",
+                "wall_s", "compile_s"}
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+NQM = """
+name: t
+task: {name: nqm, dim: 10}
+optimizer: {name: sgd}
+batch: {sizes: [8, 16]}
+learning_rate: {values: [0.1, 0.5]}
+budget: {max_examples: 800}
+targets: ["eval_loss<=0.3"]
+seeds: [0, 1]
+"""
+
+
+def test_train_writes_run_files_and_resumes(tmp_path, capsys):
+    config, out = write(tmp_path, NQM), tmp_path / "out"
+    assert main(["train", config, "--batch-size", "16", "--out", str(out), "--quiet"]) == 0
+    records = load(out)
+    assert len(records) == 4 and (out / "sweep.yaml").is_file()
+    for r in records:
+        s = r["summary"]
+        assert SUMMARY_KEYS <= s.keys() and s["batch_size"] == 16
+        assert r["metrics"][0]["step"] == 0 and r["metrics"][-1]["step"] == s["steps"]
+        assert r["metrics"][-1]["examples"] == 16 * s["steps"]
+        reached = s["steps_to_target"]["eval_loss<=0.3"]
+        if reached is not None:
+            assert s["examples_to_target"]["eval_loss<=0.3"] == 16 * reached
+        assert r["config"]["learning_rate"] == s["learning_rate"]
+    capsys.readouterr()
+    assert main(["train", config, "--batch-size", "16", "--out", str(out), "--quiet"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert main(["sweep", config, "--out", str(out), "--quiet"]) == 0
+    assert len(load(out)) == 8
+
+
+def test_train_needs_a_batch_size_when_the_config_has_several(tmp_path, capsys):
+    assert main(["train", write(tmp_path, NQM), "--out", str(tmp_path / "o")]) == 2
+    assert "--batch-size" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_of_another_config_is_refused(tmp_path, capsys):
+    config, out = write(tmp_path, NQM), str(tmp_path / "out")
+    assert main(["train", config, "--batch-size", "8", "--out", out, "--quiet"]) == 0
+    assert main(["train", config, "task.dim=12", "--batch-size", "8", "--out", out]) == 2
+    assert "different task" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [
+    "{name: charlm, corpus_chars: 20000, seq_len: 32}\n"
+    "model: {name: transformer, d_model: 32, num_layers: 1, num_heads: 2}",
+    "{name: mnist1d, num_samples: 1000}\nmodel: {name: cnn, channels: [8, 8]}",
+    "{name: linreg, dim: 8}",
+])
+def test_every_task_trains_through_the_engine(tmp_path, task):
+    config = write(tmp_path, f"""
+task: {task}
+optimizer: {{name: adam}}
+batch: {{sizes: [16], accumulation: 2}}
+learning_rate: {{values: [0.003]}}
+budget: {{max_steps: 30}}
+""")
+    assert main(["train", config, "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    (record,) = load(tmp_path / "o")
+    first, last = record["metrics"][0], record["metrics"][-1]
+    assert record["summary"]["status"] == "completed" and last["step"] == 30
+    assert last["eval_loss"] < first["eval_loss"]
+    if "charlm" in task:
+        assert last["tokens"] == 30 * 16 * 32
+        assert len(record["config"]["data"]["corpus_sha256"]) == 64
