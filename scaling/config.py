@@ -363,6 +363,8 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
         if lr.values is not None:
             _need(len(lr.values) > 0 and all(v > 0 for v in lr.values), "learning_rate.values",
                   lr.values, "a non-empty list of positive numbers")
+            _need((lr.min, lr.max, lr.num) == (None, None, None), "learning_rate.values", lr.values,
+                  "either values or a min/max/num range, not both")
         else:
             ok = None not in (lr.min, lr.max, lr.num)
             _need(ok, "learning_rate", "values/min/max/num unset",
@@ -371,6 +373,8 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
             _need(lr.num >= 1, "learning_rate.num", lr.num, "an integer >= 1")
         return
     _need(lr.rule in LR_RULES, "learning_rate.rule", lr.rule, f"one of {', '.join(LR_RULES)}")
+    _need((lr.values, lr.min, lr.max, lr.num) == (None,) * 4, "learning_rate.values",
+          lr.values, "unset with mode: rule (the rule gives each batch size its learning rate)")
     if lr.rule == "noise_scale":
         _need(lr.eps_max is not None and lr.eps_max > 0, "learning_rate.eps_max", lr.eps_max,
               "a positive number for the noise_scale rule")

@@ -490,3 +490,13 @@ def test_rule_batch_ref_not_in_sizes():
     cfg = from_dict(nqm(batch__sizes=[32],
                         learning_rate={"mode": "rule", "rule": "sqrt", "batch_ref": 128, "lr_ref": 0.4}))
     assert learning_rates(cfg.learning_rate, 32) == pytest.approx([0.2], rel=1e-12)
+
+
+def test_lr_grid_and_range_together_are_refused():
+    data = {"task": {"name": "nqm", "dim": 10}, "budget": {"max_steps": 100},
+            "learning_rate": {"values": [0.1], "min": 0.01, "max": 1.0, "num": 3}}
+    with pytest.raises(ConfigError, match=r"learning_rate\.values.*not both"):
+        from_dict(data)
+    data["learning_rate"] = {"mode": "rule", "rule": "linear", "lr_ref": 0.1, "values": [0.1]}
+    with pytest.raises(ConfigError, match=r"learning_rate\.values.*mode: rule"):
+        from_dict(data)
