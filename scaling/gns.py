@@ -32,6 +32,16 @@ def tree_sq_norm(tree: Any) -> jax.Array:
     return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(tree))
 
 
+def group_gradients(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
+                    num_groups: int) -> tuple[int, Any]:
+    """(B, gradients of each of `num_groups` equal groups of the batch, stacked on axis 0)."""
+    size = jax.tree.leaves(batch)[0].shape[0]
+    if num_groups < 2 or size % num_groups:
+        raise ValueError(f"num_groups={num_groups} must be >= 2 and divide the batch size {size}")
+    groups = jax.tree.map(lambda a: a.reshape(num_groups, size // num_groups, *a.shape[1:]), batch)
+    return size, jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))(params, groups)
+
+
 def estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
              num_groups: int) -> GNSEstimate:
     """One-batch estimate: split `batch` into `num_groups` equal groups, no extra backward pass.
@@ -39,11 +49,7 @@ def estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
     `loss_fn(params, batch)` returns the mean loss of a batch; the batch leaves share a leading
     axis of length B divisible by num_groups. The group gradients' mean is the full-batch gradient.
     """
-    size = jax.tree.leaves(batch)[0].shape[0]
-    if num_groups < 2 or size % num_groups:
-        raise ValueError(f"num_groups={num_groups} must be >= 2 and divide the batch size {size}")
-    groups = jax.tree.map(lambda a: a.reshape(num_groups, size // num_groups, *a.shape[1:]), batch)
-    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))(params, groups)
+    size, grads = group_gradients(loss_fn, params, batch, num_groups)
     sq_small = jnp.mean(jax.vmap(tree_sq_norm)(grads))
     sq_big = tree_sq_norm(jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
     g2, trace_sigma = unbiased_estimates(sq_small, sq_big, size // num_groups, size)
@@ -96,9 +102,7 @@ def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batc
     q_small = mean over groups of g_i^T H g_i, q_big = G^T H G, with H the batch loss's Hessian
     applied by Hessian-vector products (jax.jvp over jax.grad); no Hessian is formed.
     """
-    size = jax.tree.leaves(batch)[0].shape[0]
-    groups = jax.tree.map(lambda a: a.reshape(num_groups, size // num_groups, *a.shape[1:]), batch)
-    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))(params, groups)
+    size, grads = group_gradients(loss_fn, params, batch, num_groups)
     mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
     hvp = lambda v: jax.jvp(jax.grad(lambda p: loss_fn(p, batch)), (params,), (v,))[1]
     form = lambda v: sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hvp(v))))

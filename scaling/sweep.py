@@ -75,6 +75,9 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
                                     cfg.gns.enabled)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if cfg.gns.enabled and cfg.gns.hessian_every and layout.num_groups < 2:
+        raise ConfigError(f"gns.hessian_every: got {cfg.gns.hessian_every}, but batch size "
+                          f"{batch_size} cannot be split into 2 or more groups; expected 0 here")
     spec = GroupSpec(
         batch_size=batch_size, layout=layout, optimizer=cfg.optimizer.name,
         total_steps=arith.total_steps, chunk_steps=min(cfg.train.chunk_steps, arith.total_steps),

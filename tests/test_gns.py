@@ -118,3 +118,12 @@ def test_hessian_noise_scale_matches_the_nqm_closed_form():
     for key in ("b_noise", "eps_max"):
         values = np.array([rows[-1][key] for rows in records])
         assert np.median(values) == pytest.approx(exact[key], rel=0.1), key
+
+
+def test_hessian_measurement_needs_a_batch_that_splits():
+    from scaling.config import ConfigError
+    from scaling.sweep import group_spec
+
+    cfg = nqm_cfg(**{"batch.sizes": "[1]", "gns.hessian_every": 1})
+    with pytest.raises(ConfigError, match="gns.hessian_every"):
+        group_spec(cfg, 1, 1)
