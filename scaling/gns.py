@@ -50,10 +50,15 @@ def estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
     axis of length B divisible by num_groups. The group gradients' mean is the full-batch gradient.
     """
     size, grads = group_gradients(loss_fn, params, batch, num_groups)
-    sq_small = jnp.mean(jax.vmap(tree_sq_norm)(grads))
-    sq_big = tree_sq_norm(jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
-    g2, trace_sigma = unbiased_estimates(sq_small, sq_big, size // num_groups, size)
+    g2, trace_sigma = _two_batch(tree_sq_norm, grads, size)
     return GNSEstimate(g2, trace_sigma, trace_sigma / g2)
+
+
+def _two_batch(form: Callable[[Any], jax.Array], grads: Any, size: int) -> tuple[jax.Array, jax.Array]:
+    """unbiased_estimates for a quadratic form: its mean over the group gradients vs. at their mean."""
+    num_groups = jax.tree.leaves(grads)[0].shape[0]
+    mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    return unbiased_estimates(jnp.mean(jax.vmap(form)(grads)), form(mean), size // num_groups, size)
 
 
 class EMAState(NamedTuple):
@@ -103,10 +108,8 @@ def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batc
     applied by Hessian-vector products (jax.jvp over jax.grad); no Hessian is formed.
     """
     size, grads = group_gradients(loss_fn, params, batch, num_groups)
-    mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
     hvp = lambda v: jax.jvp(jax.grad(lambda p: loss_fn(p, batch)), (params,), (v,))[1]
     form = lambda v: sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hvp(v))))
-    b_small = size // num_groups
-    ghg, trace_h_sigma = unbiased_estimates(jnp.mean(jax.vmap(form)(grads)), form(mean), b_small, size)
-    g2, _ = unbiased_estimates(jnp.mean(jax.vmap(tree_sq_norm)(grads)), tree_sq_norm(mean), b_small, size)
+    ghg, trace_h_sigma = _two_batch(form, grads, size)
+    g2, _ = _two_batch(tree_sq_norm, grads, size)
     return HessianEstimate(ghg, trace_h_sigma, trace_h_sigma / ghg, g2 / ghg)
