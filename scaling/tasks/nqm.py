@@ -90,3 +90,50 @@ def noise_scales(options: NQMOptions, params: np.ndarray) -> dict[str, float]:
     g2, ghg = float(np.sum(g**2)), float(np.sum(h * g**2))
     return {"g2": g2, "trace_sigma": float(np.sum(c)), "b_simple": float(np.sum(c)) / g2,
             "b_noise": float(np.sum(h * c)) / ghg, "eps_max": g2 / ghg}
+
+
+def constant_lr_expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int,
+                              steps: int | np.ndarray) -> np.ndarray:
+    """E[L] after t SGD steps at each constant lr, shape (len(lrs), len(t)), for t = 0..steps
+    (or the given array of t): the recursion of `expected_loss` summed in closed form (mean
+    (1 - lr h)^t, variance lr^2 c / B times a geometric sum), one array expression for all."""
+    h, c = spectra(options)
+    t = np.arange(steps + 1) if np.ndim(steps) == 0 else np.asarray(steps)
+    lr = np.asarray(lrs, np.float64)[:, None, None]
+    r = 1.0 - lr * h
+    r2t = r ** (2 * t[None, :, None])
+    var = lr**2 * c / batch_size * (1.0 - r2t) / (1.0 - r**2)
+    return 0.5 * np.sum(h * (options.init_scale**2 * r2t + var), axis=2)
+
+
+def _first_crossing(options: NQMOptions, lr: float, batch_size: int, target: float,
+                    steps: int) -> float | None:
+    """First t (interpolated between integer steps) with E[L] <= target, None within `steps`.
+
+    A coarse log-spaced scan (each expected-loss term is monotone in t, so the curve is smooth)
+    finds the bracket; integer steps inside it give the crossing exactly as crossing_step does.
+    """
+    from scaling.analysis import crossing_step
+
+    coarse = np.unique(np.geomspace(1, steps, 400).astype(int))
+    met = np.nonzero(constant_lr_expected_loss(options, [lr], batch_size, coarse)[0] <= target)[0]
+    if met.size == 0:
+        return None
+    hi = int(coarse[met[0]])
+    lo = int(coarse[met[0] - 1]) if met[0] > 0 else 0
+    t = np.arange(lo, hi + 1)
+    curve = constant_lr_expected_loss(options, [lr], batch_size, t)[0]
+    return crossing_step([{"step": int(k), "eval_loss": v} for k, v in zip(t, curve)],
+                         "eval_loss", "<=", target)
+
+
+def optimal_steps_to_target(options: NQMOptions, batch_sizes: list[int], target: float,
+                            lrs: np.ndarray, steps: int) -> list[float | None]:
+    """Per batch size, the fewest expected steps to E[L] <= target over the constant `lrs`
+    (interpolated like the analysis does): the exact answer a tuned sweep should approach."""
+    best = []
+    for size in batch_sizes:
+        reached = [s for lr in lrs
+                   if (s := _first_crossing(options, float(lr), size, target, steps)) is not None]
+        best.append(min(reached) if reached else None)
+    return best

@@ -1,0 +1,282 @@
+"""Analysis against ground truth: exact fits, hand-computed interpolation, known regimes and rules."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scaling import analysis as A, lr_analysis, store, tradeoff
+from scaling.config import ConfigError
+
+
+def model_steps(sizes, s_min: float, e_min: float) -> np.ndarray:
+    return s_min + e_min / np.asarray(sizes, float)
+
+
+def grid_of(lrs, steps_per_seed, diverged=None) -> A.Grid:
+    """A Grid from per-LR lists of per-seed steps (None: not reached); examples = steps x 1."""
+    to_arr = [np.array([math.nan if s is None else s for s in seeds], float) for seeds in steps_per_seed]
+    return A.Grid(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
+                  b_simple=[np.full(len(a), math.nan) for a in to_arr],
+                  b_noise=[np.full(len(a), math.nan) for a in to_arr],
+                  diverged=list(diverged or [False] * len(lrs)))
+
+
+# ---------------------------------------------------------------- one run
+
+
+def test_steps_to_target_interpolates_linearly_between_evaluation_points():
+    rows = [{"step": 0, "eval_loss": 3.0}, {"step": 10, "eval_loss": 2.0},
+            {"step": 20, "eval_loss": 1.2}, {"step": 30, "eval_loss": 0.8}]
+    assert A.steps_to_target(rows, "eval_loss<=1.0") == pytest.approx(25.0)  # 1.2 -> 0.8 halfway
+    assert A.steps_to_target(rows, "eval_loss<=2.0") == 10.0  # met exactly at a point
+    assert A.steps_to_target(rows, "eval_loss<=3.0") == 0.0
+    assert A.steps_to_target(rows, "eval_loss<=0.5") is None
+    acc = [{"step": 0, "eval_accuracy": 0.1}, {"step": 40, "eval_accuracy": None},
+           {"step": 50, "eval_accuracy": 0.5}, {"step": 100, "eval_accuracy": 0.7}]
+    assert A.steps_to_target(acc, "eval_accuracy>=0.6") == pytest.approx(75.0)
+
+
+def test_examples_follow_the_run_count_with_a_partial_last_batch():
+    # 100 examples, B = 8, last batch kept: step 12 has seen 96 examples, step 13 all 100.
+    rows = [{"step": 12, "examples": 96, "eval_loss": 1.1}, {"step": 13, "examples": 100, "eval_loss": 0.9}]
+    step = A.steps_to_target(rows, "eval_loss<=1.0")
+    assert step == pytest.approx(12.5)
+    assert A.examples_at(rows, step, 8) == pytest.approx(98.0)  # not 12.5 x 8 = 100
+    assert A.examples_at([{"step": 12, "eval_loss": 1.0}], step, 8) == pytest.approx(100.0)
+
+
+# ---------------------------------------------------------------- best LR
+
+
+def test_parabola_refinement_finds_the_vertex_of_an_exact_parabola():
+    lrs = np.geomspace(0.01, 1.0, 7)
+    x0 = math.log(0.13)
+    steps = np.exp(0.7 * (np.log(lrs) - x0) ** 2 + math.log(200.0))
+    best = int(np.argmin(steps))
+    assert A.refine_lr(lrs, steps, best) == pytest.approx(0.13, rel=1e-9)
+    assert A.refine_lr(lrs, 1.0 / steps, best) is None  # opens downward
+    assert A.refine_lr(lrs, steps, 0) is None  # at the edge
+    holed = steps.copy()
+    holed[best + 1] = math.nan
+    assert A.refine_lr(lrs, holed, best) is None
+
+
+def test_best_point_means_over_seeds_and_flags_grid_edges():
+    lrs = [0.1, 0.2, 0.4]
+    low = A.best_point(8, grid_of(lrs, [[90, 110], [150, 150], [None, 100]]))
+    assert (low["best_lr"], low["at_edge"], low["steps"], low["num_reached"]) == (0.1, "low", 100.0, 2)
+    # 0.4 is faster on one seed but a seed missed the target there: the cell is not reached.
+    high = A.best_point(8, grid_of(lrs, [[300, 300], [200, 200], [100, 120]], [False, False, True]))
+    assert (high["best_lr"], high["at_edge"], high["steps"], high["num_diverged"]) == (0.4, "high", 110.0, 1)
+    mid = A.best_point(8, grid_of(lrs, [[300], [200], [300]]))
+    assert mid["at_edge"] is None and mid["refined_lr"] == pytest.approx(0.2)
+    assert A.best_point(8, grid_of(lrs, [[None], [None], [None]])) is None
+
+
+# ---------------------------------------------------------------- trade-off fit
+
+
+@pytest.mark.parametrize("s_min,e_min", [(100.0, 6400.0), (3.0, 1e6), (5000.0, 20.0)])
+def test_fit_tradeoff_recovers_the_model_exactly(s_min, e_min):
+    sizes = [2**k for k in range(3, 13)]
+    fit = tradeoff.fit_tradeoff(sizes, model_steps(sizes, s_min, e_min))
+    assert fit == pytest.approx((s_min, e_min), rel=1e-6)
+    two = tradeoff.fit_tradeoff([16, 256], model_steps([16, 256], s_min, e_min))
+    assert two == pytest.approx((s_min, e_min), rel=1e-6)
+
+
+def noisy_grids(rng, seeds: int, sigma: float, sizes, s_min: float, e_min: float):
+    """Per B three LRs whose true steps are 1.6x, 1x, 1.6x S(B), times lognormal seed noise."""
+    out = {}
+    for size, s in zip(sizes, model_steps(sizes, s_min, e_min)):
+        cells = [s * f * np.exp(sigma * rng.standard_normal(seeds)) for f in (1.6, 1.0, 1.6)]
+        out[size] = grid_of([0.1, 0.2, 0.4], cells)
+    return out
+
+
+@pytest.mark.parametrize("seeds", [4, 1])
+def test_bootstrap_interval_covers_the_true_b_crit(seeds):
+    sizes, s_min, e_min = [2**k for k in range(2, 12)], 50.0, 50.0 * 128
+    rng = np.random.default_rng(1)
+    covered, widths = 0, []
+    for _ in range(20):
+        by_size = noisy_grids(rng, seeds, 0.1, sizes, s_min, e_min)
+        points = [A.best_point(b, g) for b, g in by_size.items()]
+        fit = A.fit_with_interval(by_size, points, 200, rng)
+        lo, hi = fit["b_crit_ci"]
+        covered += lo <= 128 <= hi
+        widths.append(hi / lo)
+    assert covered >= 15, covered
+    assert np.median(widths) < 2.0  # an interval this narrow only covers if it is centred right
+
+
+def test_no_interval_from_two_single_seed_points():
+    by_size = {b: grid_of([0.1], [[s]]) for b, s in zip([8, 64], model_steps([8, 64], 10, 640))}
+    fit = A.fit_with_interval(by_size, [A.best_point(b, g) for b, g in by_size.items()], 100,
+                              np.random.default_rng(0))
+    assert fit["b_crit"] == pytest.approx(64.0) and fit["b_crit_ci"] is None
+
+
+# ---------------------------------------------------------------- regimes
+
+
+def test_regimes_of_a_hand_made_curve():
+    r = tradeoff.regimes([1, 2, 4, 8, 16, 32, 64], [1000, 500, 250, 150, 120, 110, 105])
+    # slopes 1, 1, log2(250/150) = 0.74 < 0.8; 110 -> 105 falls 4.5% < 10%, 120 -> 105 falls 12.5%.
+    assert (r["perfect_scaling_until"], r["steps_plateau_from"]) == (4, 32)
+
+
+def test_regimes_of_the_tradeoff_model():
+    sizes = [2**k for k in range(13)]
+    r = tradeoff.regimes(sizes, list(model_steps(sizes, 100.0, 6400.0)))
+    # slope over (B, 2B) is log2((1 + x) / (1 + x/2)) with x = 64/B: >= 0.8 iff x >= 5.72, B <= 11.2;
+    # plateau: S(B) <= S(4096) / 0.9 = 112.85 iff 6400/B <= 12.85, B >= 498.
+    assert (r["perfect_scaling_until"], r["steps_plateau_from"]) == (16, 512)
+    ideal = tradeoff.regimes(sizes, list(1e5 / np.asarray(sizes, float)))
+    assert (ideal["perfect_scaling_until"], ideal["steps_plateau_from"]) == (4096, None)
+
+
+# ---------------------------------------------------------------- learning-rate rules
+
+
+def test_noise_scale_fit_recovers_the_rule():
+    sizes = [8, 32, 128, 512, 2048]
+    optima = [{"batch_size": b, "learning_rate": 0.5 / (1 + 100 / b)} for b in sizes]
+    assert lr_analysis.noise_scale_fit(optima) == pytest.approx({"eps_max": 0.5, "b_noise": 100.0}, rel=1e-6)
+    assert lr_analysis.noise_scale_fit(optima[:2]) is None
+
+
+def test_lr_rules_on_hand_made_grids():
+    lrs = [0.2, 0.4, 0.8, 1.6]
+    by_size = {16: grid_of([0.1, 0.2, 0.4], [[300], [200], [300]]),
+               32: grid_of(lrs, [[150], [100], [150], [None]], [False, False, False, True]),
+               64: grid_of(lrs, [[100], [60], [100], [None]], [False, False, False, True]),
+               128: grid_of(lrs, [[80], [50], [80], [None]], [False, False, False, True])}
+    points = [A.best_point(b, g) for b, g in by_size.items()]
+    rules = lr_analysis.lr_rules("eval_loss<=1.0", points, by_size)
+    assert rules["reference"] == {"batch_size": 16, "learning_rate": pytest.approx(0.2)}
+    linear = {e["batch_size"]: e for e in rules["rules"]["linear"]}
+    assert linear[32]["ratio_to_optimum"] == pytest.approx(1.0) and linear[32]["relative_cost"] == pytest.approx(1.0)
+    assert linear[64]["ratio_to_optimum"] == pytest.approx(2.0)
+    assert linear[64]["relative_cost"] == pytest.approx(100 / 60)
+    assert linear[128]["steps"] is None and linear[128]["note"] == "diverges"
+    assert rules["linear_breaks_at"] == 64
+    sqrt = {e["batch_size"]: e for e in rules["rules"]["sqrt"]}
+    assert sqrt[128]["learning_rate"] == pytest.approx(0.2 * math.sqrt(8))
+    assert sqrt[128]["steps"] == pytest.approx(65.0)  # halfway in log lr between 50 and 80
+    assert rules["noise_scale_fit"] is not None and len(rules["rules"]["noise_scale"]) == 4
+    assert "over-shoots the measured optimum from B = 64" in rules["summary"]
+
+
+def test_steps_at_lr_notes():
+    grid = grid_of([0.1, 0.2, 0.4], [[100], [50], [None]])
+    assert lr_analysis.steps_at_lr(grid, 0.05) == (None, "outside the grid")
+    assert lr_analysis.steps_at_lr(grid, 0.3) == (None, "target not reached there")
+    assert lr_analysis.steps_at_lr(grid, 0.2) == (50.0, None)
+    assert lr_analysis.steps_at_lr(grid, math.sqrt(0.02))[0] == pytest.approx(75.0)
+
+
+# ---------------------------------------------------------------- whole sweep on disk
+
+
+def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str) -> None:
+    """A run folder evaluated every 10 steps with the given eval_loss curve."""
+    run_id = f"bs{size}-lr{lr:g}-seed{seed}"
+    store.start_run(out, run_id, {"run_id": run_id, "batch_size": size, "learning_rate": lr,
+                                  "seed": seed, "targets": ["eval_loss<=1.0"]})
+    rows = [{"step": 10 * i, "examples": 10 * i * size, "tokens": None, "eval_loss": loss,
+             "eval_accuracy": 0.5 if i else 0.1, "b_simple": None if i == 0 else 10.0 * i}
+            for i, loss in enumerate(losses)]
+    store.append_metrics(out, run_id, rows)
+    store.finish_run(out, run_id, {"run_id": run_id, "status": status, "task": "fake",
+                                   "optimizer": "sgd", "batch_size": size})
+
+
+@pytest.fixture
+def messy_sweep(tmp_path: Path) -> Path:
+    """B=8: a slow LR, a fast one, a diverged one; B=16: a single LR; B=32: never reaches."""
+    for seed in (0, 1):
+        fake_run(tmp_path, 8, 0.1, seed, [3.0, 2.0, 1.5, 1.2, 0.8], "completed")  # 35 steps
+        fake_run(tmp_path, 8, 0.3, seed, [3.0, 1.5, 0.5], "completed")  # 15 steps
+        fake_run(tmp_path, 8, 1.0, seed, [3.0, 0.9, 40.0], "diverged")
+        fake_run(tmp_path, 16, 0.3, seed, [3.0, 1.0 + seed, 0.0], "completed")  # 10, 15 steps
+        fake_run(tmp_path, 32, 0.3, seed, [3.0, 2.0, 1.5], "budget_exhausted")
+    return tmp_path
+
+
+def test_messy_sweep_is_analysed_and_reported(messy_sweep: Path):
+    a = A.analyze(messy_sweep, targets=["eval_loss<=1.0", "eval_accuracy>=0.9"], bootstrap=50)
+    loss, acc = a["targets"]
+    by_size = {p["batch_size"]: p for p in loss["points"]}
+    assert sorted(by_size) == [8, 16] and loss["unreached_batch_sizes"] == [32]
+    assert (by_size[8]["best_lr"], by_size[8]["steps"], by_size[8]["num_diverged"]) == (0.3, 15.0, 1)
+    assert by_size[8]["examples"] == pytest.approx(120.0)
+    assert by_size[8]["at_edge"] is None and by_size[8]["refined_lr"] is None  # diverged neighbour
+    assert (by_size[16]["steps"], by_size[16]["at_edge"], by_size[16]["num_lrs"]) == (12.5, "low", 1)
+    assert by_size[8]["b_simple"] == pytest.approx(15.0)  # 10 per 10 steps, at step 15
+    assert loss["fit"]["num_points"] == 2 and loss["b_crit"] > 0
+    diverged = [r for r in a["runs"] if r["status"] == "diverged"]
+    assert diverged and all(r["steps_to_target"]["eval_loss<=1.0"] is None for r in diverged)
+    assert acc["points"] == [] and acc["fit"] is None and acc["b_crit"] is None
+    assert acc["unreached_batch_sizes"] == [8, 16, 32]
+    assert a["lr_rules"]["target"] == "eval_loss<=1.0" and a["lr_rules"]["noise_scale_fit"] is None
+    assert a["sweep"]["statuses"] == {"completed": 6, "diverged": 2, "budget_exhausted": 2}
+    assert a["sweep"]["unit"] == "examples" and a["primary_target"] == "eval_loss<=1.0"
+    assert "not reached at B = 32" in A.summary_table(a)
+
+
+RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "status", "steps_to_target",
+            "examples_to_target"}
+POINT_KEYS = {"batch_size", "best_lr", "refined_lr", "at_edge", "steps", "examples", "num_lrs",
+              "num_reached", "num_diverged", "b_simple", "b_noise"}
+TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
+               "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",
+               "b_simple_over_b_crit"}
+FIT_KEYS = {"s_min", "e_min", "b_crit", "s_min_ci", "e_min_ci", "b_crit_ci", "num_points",
+            "rms_log_residual", "bootstrap"}
+RULE_KEYS = {"batch_size", "learning_rate", "ratio_to_optimum", "steps", "relative_cost", "note"}
+
+
+def _no_nan(text: str) -> None:
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON number {c}"))
+
+
+def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
+    path = A.write(messy_sweep, A.analyze(messy_sweep, bootstrap=20))
+    assert path == messy_sweep / "analysis.json"
+    _no_nan(path.read_text())
+    a = json.loads(path.read_text())
+    assert set(a) == {"version", "sweep", "primary_target", "runs", "targets", "lr_rules"}
+    assert set(a["sweep"]) == {"name", "task", "optimizer", "unit", "batch_sizes",
+                               "learning_rates", "seeds", "num_runs", "statuses"}
+    assert all(set(r) == RUN_KEYS for r in a["runs"]) and a["sweep"]["num_runs"] == 10
+    (t,) = a["targets"]
+    assert set(t) == TARGET_KEYS and set(t["fit"]) == FIT_KEYS
+    assert all(set(p) == POINT_KEYS for p in t["points"])
+    assert set(t["regimes"]) == {"perfect_scaling_until", "steps_plateau_from", "definition"}
+    rules = a["lr_rules"]
+    assert set(rules) == {"target", "reference", "optima", "noise_scale_fit", "rules",
+                          "linear_breaks_at", "summary"}
+    assert set(rules["rules"]) == {"linear", "sqrt", "noise_scale"}
+    assert all(set(e) == RULE_KEYS for e in rules["rules"]["linear"] + rules["rules"]["sqrt"])
+
+
+def test_bad_input_names_the_problem(tmp_path: Path, messy_sweep: Path):
+    with pytest.raises(ConfigError, match="no finished runs"):
+        A.analyze(tmp_path / "empty")
+    with pytest.raises(ConfigError, match="train_acc"):
+        A.analyze(messy_sweep, targets=["train_acc<=1"])
+    with pytest.raises(ConfigError, match="'train_loss'"):
+        A.analyze(messy_sweep, targets=["train_loss<=1"])
+
+
+def test_a_target_met_at_the_start_gives_no_fit(messy_sweep: Path):
+    a = A.analyze(messy_sweep, targets=["eval_loss<=5.0"], bootstrap=10)
+    (t,) = a["targets"]
+    assert [p["steps"] for p in t["points"]] == [0.0, 0.0, 0.0] and t["fit"] is None
+    assert all(e["relative_cost"] is None for e in a["lr_rules"]["rules"]["linear"])
