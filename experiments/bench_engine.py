@@ -34,11 +34,18 @@ on the same cores. --parallel-runs N splits the runs over them instead.
     python experiments/bench_engine.py                      # defaults: 16 runs x 1000 steps
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python experiments/bench_engine.py
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python experiments/bench_engine.py --parallel-runs 8
+
+What the noise-scale statistics cost, steadier on a busy machine (one XLA thread, one core, CPU
+seconds; --gns-groups / --gns-every choose the estimator's arm):
+
+    XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" taskset -c 1 \
+        python experiments/bench_engine.py --also-gns-off --cpu-time --repeats 3 --gns-groups 2
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import jax
@@ -47,13 +54,14 @@ import numpy as np
 import optax
 
 from scaling import config as config_mod
-from scaling.engine import STATUS_NAMES, GroupProgram, RunSpec, eval_steps, run_group
+from scaling.engine import GroupProgram, RunSpec, eval_steps, run_group
 from scaling.optimizers import make_optimizer
 from scaling.parallel import make_mesh, put_replicated
 from scaling.sweep import group_spec
 from scaling.tasks import build_task
 
 EVAL_EVERY = 100
+CLOCK = {"timed": time.perf_counter}  # --cpu-time swaps in time.process_time
 LR_MIN, LR_MAX = 1e-3, 10 ** -0.5
 SEED = 0
 
@@ -70,6 +78,11 @@ def parse_args() -> argparse.Namespace:
                         "rest of the devices split each batch (parallel.data)")
     p.add_argument("--also-gns-off", action="store_true",
                    help="add a third arm: the engine with gns.enabled=false (no batch groups)")
+    p.add_argument("--gns-groups", type=int, help="gns.groups of the engine arm (default: automatic)")
+    p.add_argument("--gns-every", type=int, default=1, help="gns.every of the engine arm")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time training by the process's CPU seconds, not wall seconds: steadier "
+                        "on a shared machine (pin XLA to one thread for a clean count, see above)")
     return p.parse_args()
 
 
@@ -86,7 +99,7 @@ def make_config(args: argparse.Namespace, gns: bool = True) -> config_mod.Config
         "targets": [],
         "eval": {"every": EVAL_EVERY, "points_per_decade": 0},
         "seeds": [SEED],
-        "gns": {"enabled": gns},
+        "gns": {"enabled": gns, "groups": args.gns_groups if gns else None, "every": args.gns_every},
         "parallel": {"runs": args.parallel_runs},
     })
 
@@ -98,7 +111,9 @@ class EngineArm:
     def __init__(self, cfg: config_mod.Config, task) -> None:
         runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
         self.mesh = make_mesh(runs_axis, data_shards)
-        self.spec, _ = group_spec(cfg, cfg.batch.sizes[0], data_shards)
+        spec, _ = group_spec(cfg, cfg.batch.sizes[0], data_shards)
+        # Set here too, in case sweep.group_spec does not pass gns.every on.
+        self.spec = dataclasses.replace(spec, gns_every=cfg.gns.every)
         self.program = GroupProgram(task, self.spec, self.mesh)
         self.points = eval_steps(self.spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade)
         o = cfg.optimizer
@@ -117,21 +132,23 @@ class EngineArm:
                 if rows:
                     last[i] = rows[-1]
 
-        start = time.perf_counter()
+        clock = CLOCK["timed"]  # the same clock as timed(): compile = first call - a timed call
+        start = clock()
         results, compile_s = run_group(self.program, self.runs, self.data, self.eval_data,
                                        self.points, collect, self.runs_axis)
-        wall = time.perf_counter() - start
+        wall = clock() - start
         for r, row in zip(results, last):
             assert r.status == "diverged" or row.get("step") == self.spec.total_steps, (r, row)
         return wall, compile_s, [row.get("eval_loss", float("nan")) for row in last], \
             [r.status for r in results]
 
     def timed(self) -> float:
-        """Wall seconds of one whole run_group call on the compiled program (fresh state)."""
-        start = time.perf_counter()
+        """Seconds of one whole run_group call on the compiled program (fresh state)."""
+        clock = CLOCK["timed"]
+        start = clock()
         run_group(self.program, self.runs, self.data, self.eval_data, self.points,
                   lambda records, wall_s: None, self.runs_axis)
-        return time.perf_counter() - start
+        return clock() - start
 
 
 # ---------------------------------------------------------------- (b) the tutorial loop
@@ -203,9 +220,10 @@ class PlainArm:
 
     def timed(self) -> tuple[float, list[float]]:
         rng = np.random.default_rng(SEED)
-        start = time.perf_counter()
+        clock = CLOCK["timed"]
+        start = clock()
         finals = [self.train_one(lr, rng) for lr in self.lrs]
-        return time.perf_counter() - start, finals
+        return clock() - start, finals
 
 
 # ---------------------------------------------------------------- the comparison
@@ -213,6 +231,8 @@ class PlainArm:
 
 def main() -> None:
     args = parse_args()
+    if args.cpu_time:
+        CLOCK["timed"] = time.process_time
     cfg = make_config(args)
     t0 = time.perf_counter()
     task = build_task(cfg)
@@ -227,7 +247,8 @@ def main() -> None:
     print(f"workload: {len(lrs)} runs x {spec.total_steps} steps, batch {spec.batch_size}, "
           f"lr {lrs[0]:.3g}..{lrs[-1]:.3g}, eval every {EVAL_EVERY} steps on all eval examples; "
           f"engine mesh runs={engine.mesh.shape['runs']} x data={engine.mesh.shape['data']}, gns on "
-          f"({spec.layout.num_groups} groups of {spec.layout.group_size}), "
+          f"({spec.layout.num_groups} groups of {spec.layout.group_size}, every {spec.gns_every} "
+          f"step(s)), "
           f"chunk {spec.chunk_steps} steps")
 
     engines = {"engine": engine}
@@ -251,6 +272,9 @@ def main() -> None:
     run_steps = len(lrs) * spec.total_steps
 
     print()
+    if args.cpu_time:
+        print("times in CPU seconds of this process (--cpu-time); compile s beyond the chunk's "
+              "compile_s likewise")
     print(f"{'arm':<13}{'runs':>6}{'steps/run':>11}{'compile s':>11}{'train s':>10}{'steps/s':>11}")
     for name in times:
         print(f"{name:<13}{len(lrs):>6}{spec.total_steps:>11}{compile_s[name]:>11.2f}"

@@ -20,8 +20,8 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from scaling import gns
-from scaling.gradients import GroupLayout, batch_gradient
+from scaling import gns, measure
+from scaling.gradients import GroupLayout
 from scaling.optimizers import make_optimizer, set_learning_rate
 from scaling.rules import lr_multiplier
 from scaling.tasks.base import Task
@@ -51,6 +51,17 @@ class GroupSpec:
     measure_gns: bool
     ema_decay: float
     hessian_every: int = 0
+    gns_every: int = 1
+    preconditioned: bool = False
+
+    @property
+    def measures(self) -> bool:
+        return self.measure_gns and self.layout.num_groups >= 2
+
+    @property
+    def gns_metrics(self) -> int:
+        """Estimates kept side by side: Euclidean, and Adam's preconditioned metric if asked."""
+        return 2 if self.preconditioned else 1
 
     @property
     def steps_per_epoch(self) -> int | None:
@@ -148,19 +159,20 @@ class GroupProgram:
         opt_state = self._tx(hparams).init(params)
         perm_len = self.spec.steps_per_epoch * self.spec.batch_size if self.spec.num_train else 1
         n_targets = len(self.spec.targets)
-        zero = jnp.zeros((), jnp.float32)
+        zero, m = jnp.zeros((), jnp.float32), self.spec.gns_metrics
         rs = RunState(params, opt_state, hparams["learning_rate"], data_key,
                       jnp.zeros(perm_len, jnp.int32), jnp.zeros((), jnp.int32),
-                      jnp.zeros((), jnp.int32), zero, zero, zero, gns.ema_init(), gns.ema_init(),
-                      jnp.zeros(2, jnp.float32), zero, jnp.full(n_targets, -1, jnp.int32))
+                      jnp.zeros((), jnp.int32), zero, zero, zero, gns.ema_init((m,)), gns.ema_init(),
+                      jnp.zeros((2, m), jnp.float32), jnp.zeros(m, jnp.float32),
+                      jnp.full(n_targets, -1, jnp.int32))
         return self._after_eval(rs, data, eval_data, jnp.zeros((), jnp.int32),
                                 jnp.asarray(self.spec.total_steps == 0), jnp.asarray(False))
 
     def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array) -> RunState:
         spec = self.spec
         batch, weights = self._batch(rs, data, step)
-        out = batch_gradient(self.task.per_example_loss, rs.params, batch, weights, spec.layout,
-                             self.mesh)
+        out, valid = measure.step_gradient(spec, self.task.per_example_loss, self.mesh, rs.params,
+                                           rs.opt_state, batch, weights, step)
         lr = rs.base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
                                         spec.final_fraction)
         opt_state = set_learning_rate(rs.opt_state, lr)
@@ -168,16 +180,14 @@ class GroupProgram:
         updates, opt_state = tx.update(out.grad, opt_state, rs.params)
         params = optax.apply_updates(rs.params, updates)
         finite = jnp.isfinite(out.loss)
-        g2, trace = gns.unbiased_estimates(out.sq_small, out.sq_big, spec.layout.b_small, spec.batch_size)
-        use_gns = live & finite & out.full & (spec.measure_gns and spec.layout.num_groups >= 2)
-        ema = gns.ema_update(rs.ema, g2, trace, spec.ema_decay, use_gns)
+        ema, gns_sum, gns_count = measure.fold(spec, rs.ema, rs.gns_sum, rs.gns_count, out,
+                                               valid & live & finite)
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(live, n, o), new, old)
         return rs._replace(
             params=keep(params, rs.params), opt_state=keep(opt_state, rs.opt_state),
             steps=rs.steps + live, status=jnp.where(live & ~finite, DIVERGED, rs.status),
             loss_sum=rs.loss_sum + jnp.where(live, out.loss, 0.0), loss_count=rs.loss_count + live,
-            ema=ema, gns_sum=rs.gns_sum + jnp.where(use_gns, jnp.stack([g2, trace]), 0.0),
-            gns_count=rs.gns_count + use_gns)
+            ema=ema, gns_sum=gns_sum, gns_count=gns_count)
 
     def _probe(self, rs: RunState, data: Any, point: jax.Array) -> gns.HessianEstimate:
         """Hessian-aware noise scale on a fresh batch (i.i.d. examples), off the training path."""
@@ -224,25 +234,15 @@ class GroupProgram:
         at_end = here & is_last & (status == RUNNING)
         status = jnp.where(at_end & (all_hit | (len(spec.targets) == 0)), COMPLETED, status)
         status = jnp.where(at_end & (status == RUNNING), BUDGET_EXHAUSTED, status)
-        ema = gns.ema_value(rs.ema)
-        count = jnp.maximum(rs.gns_count, 1.0)
-        nan = jnp.float32(jnp.nan)
-        row = dict(metrics, step=rs.steps, recorded=here,
-                   train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1), nan),
-                   lr=opt_lr(rs), gns_g2=ema.g2, gns_trace_sigma=ema.trace_sigma, b_simple=ema.b_simple,
-                   gns_g2_interval=jnp.where(rs.gns_count > 0, rs.gns_sum[0] / count, nan),
-                   gns_trace_sigma_interval=jnp.where(rs.gns_count > 0, rs.gns_sum[1] / count, nan),
-                   status=status)
-        if spec.hessian_every:
-            h = gns.ema_value(hessian_ema)  # fields: g2 holds G^T H G, trace_sigma tr(H Sigma)
-            row.update(b_noise=h.b_simple, eps_max=ema.g2 / h.g2)
-        zero = jnp.zeros((), jnp.float32)
+        row = dict(metrics, step=rs.steps, recorded=here, status=status, lr=opt_lr(rs),
+                   train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1),
+                                        jnp.nan),
+                   **measure.row(spec, rs.ema, rs.gns_sum, rs.gns_count, hessian_ema))
+        reset = lambda x: jnp.where(here, jnp.zeros_like(x), x)
         rs = rs._replace(status=status, start_loss=start_loss, target_step=target_step,
-                         hessian_ema=hessian_ema,
-                         loss_sum=jnp.where(here, zero, rs.loss_sum),
-                         loss_count=jnp.where(here, zero, rs.loss_count),
-                         gns_sum=jnp.where(here, jnp.zeros(2), rs.gns_sum),
-                         gns_count=jnp.where(here, zero, rs.gns_count))
+                         hessian_ema=hessian_ema, loss_sum=reset(rs.loss_sum),
+                         loss_count=reset(rs.loss_count), gns_sum=reset(rs.gns_sum),
+                         gns_count=reset(rs.gns_count))
         return rs, row
 
     # ------------------------------------------------------------ group-level (compiled)

@@ -69,8 +69,9 @@ class EMAState(NamedTuple):
     weight: jax.Array
 
 
-def ema_init() -> EMAState:
-    zero = jnp.zeros((), jnp.float32)
+def ema_init(shape: tuple[int, ...] = ()) -> EMAState:
+    """Empty averages; a shape keeps several estimates side by side (e.g. plain, preconditioned)."""
+    zero = jnp.zeros(shape, jnp.float32)
     return EMAState(zero, zero, zero)
 
 

@@ -102,7 +102,8 @@ def test_vmapped_group_equals_runs_one_at_a_time():
 
 
 def test_one_device_and_eight_devices_agree():
-    cfg = digits_cfg(**{"batch.sizes": "[64]"})
+    # The same 8 groups on every mesh (the automatic count follows the data shards).
+    cfg = digits_cfg(**{"batch.sizes": "[64]", "gns.groups": 8})
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2), RunSpec(0.1, 3)]
     devices = jax.devices()
     assert len(devices) == 8

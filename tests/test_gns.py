@@ -5,12 +5,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from scaling import gns
 from scaling.engine import RunSpec
+from scaling.gradients import GroupLayout, batch_gradient
+from scaling.optimizers import make_optimizer, preconditioner
 from scaling.tasks.nqm import noise_scales
-from tests.test_engine import nqm_cfg, train
+from tests.test_engine import digits_cfg, nqm_cfg, train
 
 
 def small_problem():
@@ -79,7 +82,8 @@ def test_ema_is_bias_corrected_and_skips_invalid_updates():
 
 
 @pytest.mark.parametrize("overrides", [
-    {"batch.sizes": "[32]"},  # 8 groups of 4
+    {"batch.sizes": "[32]"},  # the default 4 groups of 8
+    {"batch.sizes": "[32]", "gns.groups": 2},  # the cheapest split: 2 groups of 16
     {"batch.sizes": "[32]", "batch.accumulation": 4},  # 4 micro-batches of 8: B_small = 8
     {"batch.sizes": "[32]", "batch.accumulation": 2, "gns.groups": 8},  # 2 x 4 groups of 4
 ])
@@ -127,3 +131,120 @@ def test_hessian_measurement_needs_a_batch_that_splits():
     cfg = nqm_cfg(**{"batch.sizes": "[1]", "gns.hessian_every": 1})
     with pytest.raises(ConfigError, match="gns.hessian_every"):
         group_spec(cfg, 1, 1)
+
+
+@pytest.mark.parametrize("accumulation,groups", [(1, 4), (2, 8)])
+def test_preconditioned_norms_are_plain_norms_of_rescaled_gradients(accumulation, groups):
+    """With a fixed diagonal P, |g|^2_P of every group equals |p * g|^2 from exact per-example grads."""
+    data, params, per_example, _ = small_problem()
+    rng = np.random.RandomState(3)
+    scale = jax.tree.map(lambda a: jnp.asarray(rng.uniform(0.2, 3.0, a.shape), jnp.float32), params)
+    metric = jax.tree.map(jnp.square, scale)
+    layout = GroupLayout.choose(64, accumulation, 1, groups)
+    out = batch_gradient(per_example, params, data, jnp.ones(64), layout, metric=metric)
+    per = jax.vmap(jax.grad(lambda p, e: per_example(p, jax.tree.map(lambda a: a[None], e))[0]),
+                   in_axes=(None, 0))(params, data)
+    flat = lambda tree: np.concatenate([np.asarray(g).reshape(64, -1) for g in jax.tree.leaves(tree)], 1)
+    per_scale = jax.tree.map(lambda s: jnp.broadcast_to(s, (64, *s.shape)), scale)
+    plain, rescaled = flat(per), flat(per) * flat(per_scale)
+    for i, grads in enumerate((plain, rescaled)):
+        means = grads.reshape(groups, 64 // groups, -1).mean(1)
+        np.testing.assert_allclose(out.sq_small[i], (means ** 2).sum(1).mean(), rtol=1e-5)
+        np.testing.assert_allclose(out.sq_big[i], (grads.mean(0) ** 2).sum(), rtol=1e-5)
+    assert not np.isclose(out.sq_small[0], out.sq_small[1], rtol=0.05)  # P really changes them
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_preconditioner_is_adams_bias_corrected_second_moment(name):
+    hp = dict(learning_rate=0.1, b1=0.9, b2=0.99, eps=1e-3, weight_decay=0.0)
+    tx = optax.inject_hyperparams(make_optimizer(name))(**hp)
+    params = {"w": jnp.zeros(3)}
+    state = tx.init(params)
+    assert not bool(preconditioner(state)[1])  # no second moment before the first update
+    grads = [np.array([1.0, -2.0, 0.5]), np.array([3.0, 0.0, -1.0])]
+    for g in grads:
+        _, state = tx.update({"w": jnp.asarray(g, jnp.float32)}, state, params)
+    metric, seen = preconditioner(state)
+    v = (1 - 0.99) * (0.99 * grads[0] ** 2 + grads[1] ** 2)
+    expected = 1 / (np.sqrt(v / (1 - 0.99 ** 2)) + 1e-3) ** 2
+    assert bool(seen)
+    np.testing.assert_allclose(metric["w"], expected, rtol=1e-5)
+
+
+def test_engine_with_adam_records_preconditioned_noise_scale():
+    cfg = digits_cfg(**{"optimizer.name": "adam", "gns.preconditioned": "true",
+                        "learning_rate.values": "[0.001]"})
+    _, records = train(cfg, [RunSpec(1e-3, 0, b1=0.9, b2=0.999, eps=1e-8)])
+    rows = records[0]
+    assert np.isnan(rows[0]["b_simple_precond"])  # step 0: nothing measured yet
+    later = np.array([[r["b_simple"], r["b_simple_precond"], r["gns_g2_precond"],
+                       r["gns_trace_sigma_precond"]] for r in rows[1:]])
+    assert np.all(np.isfinite(later)) and np.all(later[:, 2:] != 0)
+    assert not np.allclose(later[:, 0], later[:, 1], rtol=0.05)  # a different metric
+
+
+def test_preconditioned_needs_adam_and_every_must_be_positive():
+    from scaling.config import ConfigError
+
+    with pytest.raises(ConfigError, match="gns.preconditioned.*adam or adamw"):
+        nqm_cfg(**{"gns.preconditioned": "true"})
+    with pytest.raises(ConfigError, match="gns.every"):
+        nqm_cfg(**{"gns.every": 0})
+
+
+def test_measuring_every_fourth_step_still_matches_the_closed_form():
+    """Plain steps between measurements must not count: they would pull tr Sigma towards 0."""
+    cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, "batch.sizes": "[32]",
+                     "gns.every": 4})
+    seeds = 32
+    _, records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])
+    exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))
+    values = np.array([rows[-1]["gns_trace_sigma_interval"] for rows in records])
+    assert abs(values.mean() - exact["trace_sigma"]) <= 4 * values.std() / np.sqrt(seeds)
+    assert values.std() / np.sqrt(seeds) < 0.1 * exact["trace_sigma"]
+
+
+def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys):
+    import json
+
+    from scaling.cli import main
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text("name: tiny\ntask: {name: digits}\nmodel: {name: mlp, hidden: [16]}\n"
+                      "optimizer: {name: momentum}\nbatch: {sizes: [32, 64]}\n"
+                      "learning_rate: {values: [0.05, 0.1]}\nbudget: {max_steps: 30}\n"
+                      "eval: {every: 10, points_per_decade: 0}\ntrain: {chunk_steps: 10}\n")
+    out = tmp_path / "out"
+    assert main(["gns", str(config), "--out", str(out), "--batch-size", "64", "--quiet"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    run = out / "runs" / "bs64-lr0.05-seed0"  # the given batch size, the config's first lr
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
+    assert {"config.json", "metrics.jsonl", "summary.json"} <= {p.name for p in run.iterdir()}
+    assert (out / "noise_vs_loss.png").stat().st_size > 1000
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert "B_simple" in printed[0]
+    table = [line.split() for line in printed[1:1 + len(rows)]]
+    assert [int(cells[0]) for cells in table] == [r["step"] for r in rows] == [0, 10, 20, 30]
+    for cells, row in zip(table[1:], rows[1:]):  # step 0 has no estimate yet
+        assert float(cells[-1]) == pytest.approx(row["b_simple"], rel=1e-3)
+
+
+def test_gns_command_refuses_bad_input_before_training(tmp_path, capsys):
+    from scaling.cli import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text("task: {name: nqm, dim: 4}\noptimizer: {name: sgd}\nbatch: {sizes: [8]}\n"
+                      "learning_rate: {values: [0.1]}\nbudget: {max_steps: 10}\n")
+    assert main(["gns", str(config), "gns.preconditioned=true", "--out", str(tmp_path / "o")]) == 2
+    assert "error: gns.preconditioned" in capsys.readouterr().err
+    assert main(["gns", str(config), "gns.enabled=false", "--out", str(tmp_path / "o")]) == 2
+    assert "error: gns.enabled" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_sweep_passes_the_gns_options_to_the_engine():
+    from scaling.sweep import group_spec
+
+    cfg = digits_cfg(**{"optimizer.name": "adam", "gns.every": 4, "gns.preconditioned": "true"})
+    spec, _ = group_spec(cfg, 64, 1)
+    assert (spec.gns_every, spec.preconditioned) == (4, True)

@@ -1,0 +1,68 @@
+"""The engine's per-step noise-scale measurement: which gradient, what to fold in, what to record.
+
+Functions of the group's spec (scaling.engine.GroupSpec) and one run's arrays, called inside the
+engine's vmapped, compiled step; kept here so the engine stays about training.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from scaling import gns
+from scaling.gradients import GradOut, batch_gradient
+from scaling.optimizers import preconditioner
+
+if TYPE_CHECKING:
+    from scaling.engine import GroupSpec
+
+
+def step_gradient(spec: GroupSpec, per_example_loss: Callable, mesh: Mesh, params: Any,
+                  opt_state: Any, batch: Any, weights: jax.Array, step: jax.Array
+                  ) -> tuple[GradOut, jax.Array]:
+    """The step's gradient, cut into groups on measurement steps; (out, which metrics count).
+
+    With gns.every = N > 1, steps between measurements take the plain (ungrouped) gradient
+    through a lax.cond; the step counter is shared by the group, so the cond stays a branch.
+    """
+    metric, seen = preconditioner(opt_state) if spec.preconditioned else (None, True)
+    valid = jnp.stack([jnp.asarray(True), seen])[:spec.gns_metrics]
+    grad = lambda layout: batch_gradient(per_example_loss, params, batch, weights, layout, mesh, metric)
+    if spec.gns_every == 1 or not spec.measures:
+        return grad(spec.layout), valid
+    now = step % spec.gns_every == 0
+    plain = spec.layout.plain()
+    out = grad(spec.layout) if plain == spec.layout else jax.lax.cond(
+        now, lambda: grad(spec.layout), lambda: grad(plain))
+    return out, valid & now
+
+
+def fold(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array, out: GradOut,
+         valid: jax.Array) -> tuple[gns.EMAState, jax.Array, jax.Array]:
+    """This step's two-batch estimates into the moving averages and the interval sums."""
+    if not spec.measures:
+        return ema, sums, counts
+    g2, trace = gns.unbiased_estimates(out.sq_small, out.sq_big, spec.layout.b_small, spec.batch_size)
+    valid = valid & out.full
+    # One measurement per gns.every steps: decay**every per measurement spans the same steps.
+    ema = gns.ema_update(ema, g2, trace, spec.ema_decay ** spec.gns_every, valid)
+    return ema, sums + jnp.where(valid, jnp.stack([g2, trace]), 0.0), counts + valid
+
+
+def row(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,
+        hessian_ema: gns.EMAState) -> dict[str, jax.Array]:
+    """Noise-scale columns of a metrics row: moving averages, this interval's means, extras."""
+    value = gns.ema_value(ema)
+    interval = jnp.where(counts > 0, sums / jnp.maximum(counts, 1.0), jnp.nan)
+    out = dict(gns_g2=value.g2[0], gns_trace_sigma=value.trace_sigma[0], b_simple=value.b_simple[0],
+               gns_g2_interval=interval[0, 0], gns_trace_sigma_interval=interval[1, 0])
+    if spec.preconditioned:
+        out.update(gns_g2_precond=value.g2[1], gns_trace_sigma_precond=value.trace_sigma[1],
+                   b_simple_precond=value.b_simple[1])
+    if spec.hessian_every:
+        h = gns.ema_value(hessian_ema)  # fields: g2 holds G^T H G, trace_sigma tr(H Sigma)
+        out.update(b_noise=h.b_simple, eps_max=value.g2[0] / h.g2)
+    return out
