@@ -146,7 +146,21 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
     p.add_argument("--out", help="results folder (default: runs/<config name>)")
     p.add_argument("--force", action="store_true", help="write into a folder made by another config")
-    p.add_argument("--quiet", action="store_true", help="no progress bars (logs, CI)")
+    p.add_argument("--quiet", action="store_true", help="no progress (logs, CI); errors and the "
+                   "end table still print")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the runs, their groups and the plan; train and write nothing")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="train only shard I of N (0-based), e.g. one per host or job-array task")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from scaling.grid import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard: ")) from None
 
 
 def add_train(sub: Any) -> None:
@@ -166,6 +180,8 @@ def add_sweep(sub: Any) -> None:
         description="Train every unfinished run of a config's grid into OUT/runs/; running it "
                     "again skips finished runs (resume) and runs only new grid points (extend).")
     _add_run_options(p)
+    p.add_argument("--no-analyze", action="store_true",
+                   help="skip the analysis, figures and report.md that follow a complete sweep")
     p.set_defaults(func=run_sweep, batch_size=None)
 
 
@@ -180,33 +196,132 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from scaling.config import load
+    """Train the grid, then (unless --no-analyze or --shard) analyse the folder."""
+    from pathlib import Path
 
-    return _run(load(args.config, args.overrides), args, None)
+    from scaling.config import load
+    from scaling.parallel import is_leader
+
+    cfg = load(args.config, args.overrides)
+    status = _run(cfg, args, None)
+    if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
+        if args.shard is not None and not args.dry_run:
+            print(f"shard done; once every shard is, run: scaling analyze {_out(cfg, args)}")
+        return status
+    print()
+    return _analyze(Path(_out(cfg, args)), None, 1000, False, args.quiet)
+
+
+def _out(cfg: Any, args: argparse.Namespace) -> str:
+    return args.out or f"runs/{cfg.name}"
 
 
 def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> int:
-    """Train, then print one line per finished run and where the files are."""
+    """Train (or, with --dry-run, only describe), then print the end table per batch size."""
     from scaling.parallel import maybe_initialize_distributed
 
     maybe_initialize_distributed()
     from scaling import sweep
+    from scaling.parallel import is_leader
 
-    out = args.out or f"runs/{cfg.name}"
-    summaries = sweep.run(cfg, out, batch_sizes, args.force, args.quiet)
-    if not summaries:
-        print(f"nothing to do: every run is already finished in {out}")
-    for s in summaries:
-        reached = ", ".join(f"{k}: {v}" for k, v in s["steps_to_target"].items())
-        print(f"{s['run_id']}: {s['status']} after {s['steps']} steps"
-              + (f" (steps to target: {reached})" if reached else ""))
-    print(f"results in {out}/runs")
+    out = _out(cfg, args)
+    prepared = sweep.prepare(cfg, out, batch_sizes, args.force, args.shard)
+    if args.dry_run:
+        print(sweep.describe(prepared))
+        return 0
+    summaries = sweep.run(cfg, out, batch_sizes, args.force, args.quiet, args.shard)
+    if is_leader():
+        if not summaries:
+            print(f"nothing to do: every run is already finished in {out}")
+        print(sweep.final_table(prepared))
+    return 0
+
+
+# ---------------------------------------------------------------- analyze
+
+
+def add_analyze(sub: Any) -> None:
+    p = sub.add_parser(
+        "analyze", help="fits, figures and report.md for a results folder",
+        description="Steps to target, best learning rates, trade-off fits with bootstrap "
+                    "intervals and the LR-rule comparison of a sweep's finished runs; writes "
+                    "DIR/analysis.json, DIR/figures/*.png and DIR/report.md.")
+    p.add_argument("dir", help="results folder (holds sweep.yaml and runs/)")
+    p.add_argument("--targets", nargs="+", action="extend", metavar="T",
+                   help="targets to analyse, e.g. eval_loss<=0.5 (default: the config's)")
+    p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
+                   help="bootstrap resamples for the confidence intervals (default 1000)")
+    p.add_argument("--json", action="store_true", help="print analysis.json instead of the table")
+    p.add_argument("--quiet", action="store_true", help="print only where the files are")
+    p.set_defaults(func=run_analyze)
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    out = Path(args.dir)
+    if not (out / "runs").is_dir():
+        raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
+                         "--out folder of scaling sweep or scaling train")
+    return _analyze(out, args.targets, args.bootstrap, args.json, args.quiet)
+
+
+def _analyze(out: Any, targets: list[str] | None, bootstrap: int, as_json: bool,
+             quiet: bool) -> int:
+    """Analyse, draw, report; file locations go to stderr under --json so stdout stays JSON."""
+    from scaling import analysis, plots, report, store
+
+    result = analysis.analyze(out, targets, bootstrap)
+    records = store.load(out)
+    written = [analysis.write(out, result)]
+    figures = plots.write_all(result, records, out / "figures")
+    written += figures + [report.write(out, result, figures)]
+    if as_json:
+        print(json.dumps(result, indent=2))
+    elif not quiet:
+        print(analysis.summary_table(result))
+    where = sys.stderr if as_json else sys.stdout
+    for path in written:
+        print(f"wrote {path}", file=where)
+    return 0
+
+
+# ---------------------------------------------------------------- gns
+
+
+def add_gns(sub: Any) -> None:
+    p = sub.add_parser(
+        "gns", help="train one run with the noise-scale estimator; B_simple vs training loss",
+        description="Train one run (the config's first batch size and learning rate unless "
+                    "given), print B_simple (and B_noise, Adam's B_simple where enabled) against "
+                    "the training loss at each evaluation point, write the run files under "
+                    "OUT/runs/ and OUT/noise_vs_loss.png.")
+    p.add_argument("config", help="config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--batch-size", type=_positive(int), help="default: the config's first")
+    p.add_argument("--lr", type=_positive(float), help="default: the config's first for that batch")
+    p.add_argument("--out", help="results folder (default: runs/<config name>-gns)")
+    p.add_argument("--force", action="store_true", help="write into a folder made by another config")
+    p.add_argument("--quiet", action="store_true", help="no progress; the table still prints")
+    p.set_defaults(func=run_gns)
+
+
+def run_gns(args: argparse.Namespace) -> int:
+    from scaling import gns_command
+    from scaling.config import load
+
+    cfg = gns_command.narrow(load(args.config, args.overrides), args.batch_size, args.lr)
+    out = args.out or f"runs/{cfg.name}-gns"
+    record = gns_command.run(cfg, out, args.force, args.quiet)
+    print("\n".join(gns_command.format_rows(record["metrics"])))
+    print(f"{record['run_id']}: {record['summary']['status']}; run files in {out}/runs, "
+          f"figure {out}/noise_vs_loss.png")
     return 0
 
 
 # ---------------------------------------------------------------- entry point
 
-SUBCOMMANDS = (add_plan, add_train, add_sweep)
+SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns)
 
 
 def build_parser() -> argparse.ArgumentParser:

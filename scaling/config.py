@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine")
-LR_MODES = ("grid", "rule")
+LR_MODES = ("grid", "rule", "centered")
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 TARGET_PATTERN = re.compile(r"^\s*([a-z_]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
@@ -97,7 +97,10 @@ class BatchConfig:
 
 @dataclass
 class LearningRateConfig:
-    """Learning rates per batch size: an explicit or log-spaced grid, or one from a rule."""
+    """Learning rates per batch size: an explicit or log-spaced grid, one from a rule, or a
+    log grid centred on the rule's prediction that the sweep extends when the optimum is at
+    an edge (mode: centered: `num` points spanning `span`x either side, at most
+    `max_extensions` extensions per batch size)."""
 
     mode: str = "grid"
     values: list[float] | None = None
@@ -109,6 +112,8 @@ class LearningRateConfig:
     lr_ref: float | None = None
     eps_max: float | None = None
     b_noise: float | None = None
+    span: float | None = None
+    max_extensions: int = 2
 
 
 @dataclass
@@ -150,12 +155,19 @@ class ParallelConfig:
 
 @dataclass
 class GNSConfig:
-    """Gradient-noise-scale measurement inside every step (DESIGN.md section 3)."""
+    """Gradient-noise-scale measurement inside every step (DESIGN.md section 3).
+
+    every: measure on every N-th step only (plain full-batch steps between; the moving
+    average's decay per measurement is ema_decay**every, so it spans the same steps).
+    preconditioned: also measure in Adam's metric (adam/adamw only).
+    """
 
     enabled: bool = True
     groups: int | None = None
     ema_decay: float = 0.95
     hessian_every: int = 0
+    every: int = 1
+    preconditioned: bool = False
 
 
 @dataclass
@@ -352,13 +364,30 @@ def learning_rates(lr: LearningRateConfig, batch_size: int) -> list[float]:
         import numpy as np
 
         return [float(v) for v in np.geomspace(lr.min, lr.max, lr.num)]
+    if lr.mode == "centered":
+        return [centered_lr(lr, batch_size, k) for k in range(lr.num)]
+    return [_rule_lr(lr, batch_size)]
+
+
+def _rule_lr(lr: LearningRateConfig, batch_size: int) -> float:
     from scaling.rules import scaled_lr
 
-    return [scaled_lr(lr.rule, batch_size, lr.batch_ref, lr.lr_ref, lr.eps_max, lr.b_noise)]
+    return scaled_lr(lr.rule, batch_size, lr.batch_ref, lr.lr_ref, lr.eps_max, lr.b_noise)
+
+
+def centered_lr(lr: LearningRateConfig, batch_size: int, k: int) -> float:
+    """Point k of the centred log grid; k < 0 or k >= num are extensions with the same spacing.
+
+    Points 0 and num-1 sit at prediction / span and prediction * span.
+    """
+    exponent = (2 * k - (lr.num - 1)) / (lr.num - 1)
+    return _rule_lr(lr, batch_size) * lr.span ** exponent
 
 
 def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
     _need(lr.mode in LR_MODES, "learning_rate.mode", lr.mode, f"one of {', '.join(LR_MODES)}")
+    _need(lr.mode == "centered" or lr.span is None, "learning_rate.span", lr.span,
+          "unset except with mode: centered")
     if lr.mode == "grid":
         if lr.values is not None:
             _need(len(lr.values) > 0 and all(v > 0 for v in lr.values), "learning_rate.values",
@@ -373,8 +402,11 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
             _need(lr.num >= 1, "learning_rate.num", lr.num, "an integer >= 1")
         return
     _need(lr.rule in LR_RULES, "learning_rate.rule", lr.rule, f"one of {', '.join(LR_RULES)}")
-    _need((lr.values, lr.min, lr.max, lr.num) == (None,) * 4, "learning_rate.values",
-          lr.values, "unset with mode: rule (the rule gives each batch size its learning rate)")
+    if lr.mode == "centered":
+        _validate_centered(lr)
+    else:
+        _need((lr.values, lr.min, lr.max, lr.num) == (None,) * 4, "learning_rate.values",
+              lr.values, "unset with mode: rule (the rule gives each batch size its learning rate)")
     if lr.rule == "noise_scale":
         _need(lr.eps_max is not None and lr.eps_max > 0, "learning_rate.eps_max", lr.eps_max,
               "a positive number for the noise_scale rule")
@@ -387,6 +419,17 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
               "a positive integer (default: the smallest batch size)")
         if lr.batch_ref is None:
             lr.batch_ref = min(sizes)
+
+
+def _validate_centered(lr: LearningRateConfig) -> None:
+    _need((lr.values, lr.min, lr.max) == (None,) * 3, "learning_rate.values", lr.values,
+          "unset with mode: centered (num and span set the grid around the rule's prediction)")
+    _need(lr.num is not None and lr.num >= 2, "learning_rate.num", lr.num,
+          "an integer >= 2 with mode: centered (points in each batch size's grid)")
+    _need(lr.span is not None and lr.span > 1, "learning_rate.span", lr.span,
+          "a number > 1 with mode: centered (the grid spans prediction/span to prediction*span)")
+    _need(lr.max_extensions >= 0, "learning_rate.max_extensions", lr.max_extensions,
+          "an integer >= 0 (extensions of a batch size's grid when its optimum is at an edge)")
 
 
 def validate(cfg: Config) -> None:
@@ -423,6 +466,10 @@ def validate(cfg: Config) -> None:
         metric, _, _ = parse_target(text)
         _need(metric in task.metrics, "targets", text,
               f"a metric task {cfg.task.name} reports: {', '.join(task.metrics)}")
+    if cfg.learning_rate.mode == "centered" and cfg.learning_rate.max_extensions > 0:
+        _need(bool(cfg.targets), "targets", cfg.targets, "at least one target with "
+              "learning_rate.mode: centered (the first one decides where the grid extends), "
+              "or learning_rate.max_extensions: 0")
     _need(len(cfg.seeds) > 0, "seeds", cfg.seeds, "a non-empty list of integers")
     _need(len(set(cfg.seeds)) == len(cfg.seeds), "seeds", cfg.seeds, "distinct seeds")
     e = cfg.eval
@@ -442,6 +489,12 @@ def validate(cfg: Config) -> None:
     _need(0 <= cfg.gns.ema_decay < 1, "gns.ema_decay", cfg.gns.ema_decay, "0 <= decay < 1")
     _need(cfg.gns.hessian_every >= 0, "gns.hessian_every", cfg.gns.hessian_every,
           "0 (off) or a positive integer: measure B_noise every K evaluation points")
+    _need(cfg.gns.every >= 1, "gns.every", cfg.gns.every,
+          "a positive integer: measure on every N-th step (1: every step)")
+    _need(not cfg.gns.preconditioned or cfg.optimizer.name in ("adam", "adamw"), "gns.preconditioned",
+          cfg.gns.preconditioned, f"false for optimizer {cfg.optimizer.name} (true needs adam or adamw)")
+    _need(not cfg.gns.preconditioned or cfg.gns.enabled, "gns.preconditioned", cfg.gns.preconditioned,
+          "false while gns.enabled is false")
 
 
 def _validate_budget(cfg: Config, task: Any) -> None:

@@ -288,13 +288,14 @@ def sweep_warnings(cfg: Config) -> list[str]:
     return out
 
 
-def _fmt(value: Any) -> str:
+def format_cell(value: Any) -> str:
+    """One table cell: '-' for missing, whole numbers with thousands commas, else 4 digits."""
     if value is None:
         return "-"
     if isinstance(value, str):
         return value
-    if isinstance(value, int):
-        return f"{value:,}"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
     return f"{value:.4g}"
 
 
@@ -311,7 +312,7 @@ def format_table(rows: list[Arithmetic]) -> str:
         cols.insert(6, ("dropped", lambda a: a.dropped_per_epoch))
     for rule in rows[0].lr_by_rule if rows else ():
         cols.append((f"lr {rule}", lambda a, r=rule: a.lr_by_rule.get(r)))
-    table = [[name for name, _ in cols]] + [[_fmt(get(a)) for _, get in cols] for a in rows]
+    table = [[name for name, _ in cols]] + [[format_cell(get(a)) for _, get in cols] for a in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(cols))]
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in table]
     lines += [f"warning: {w}" for a in rows for w in a.warnings]

@@ -102,3 +102,69 @@ def load(out: str | Path) -> list[dict[str, Any]]:
                         "summary": json.loads(summary.read_text()),
                         "metrics": read_metrics(folder / "metrics.jsonl")})
     return records
+
+
+def read_summary(out: Path, run_id: str) -> dict[str, Any] | None:
+    """A run's summary, or None while it is not done."""
+    path = run_dir(out, run_id) / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+# ---------------------------------------------------------------- grid extensions
+
+EXTENSIONS = "extensions.json"
+
+
+def read_extensions(out: Path) -> list[dict[str, Any]]:
+    """The recorded extensions of centred learning-rate grids, oldest first."""
+    path = Path(out) / EXTENSIONS
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def add_extension(out: Path, record: dict[str, Any]) -> bool:
+    """Append `record` unless an equal one is there; False if it was. Safe across processes.
+
+    The read-modify-write holds an exclusive lock, and the file is replaced atomically, so
+    shards extending different batch sizes at once lose nothing and a reader never sees half.
+    """
+    import fcntl
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with open(Path(out) / f".{EXTENSIONS}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        records = read_extensions(out)
+        if record in records:
+            return False
+        write_json(Path(out) / EXTENSIONS, records + [record])
+        return True
+
+
+# ---------------------------------------------------------------- pandas view
+
+
+def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
+
+
+def frame(out: str | Path) -> Any:
+    """One row per finished run, summary fields flattened (steps_to_target.<target>, final.<key>).
+
+    pandas is optional: install it (pip install pandas) to use this view.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("scaling.store.frame needs pandas, which scaling does not install; "
+                          "pip install pandas (or use scaling.store.load for plain records)") from None
+    rows = []
+    for folder in sorted((Path(out) / "runs").glob("*")):
+        summary = folder / "summary.json"
+        if summary.is_file():
+            rows.append(_flatten(json.loads(summary.read_text())))
+    return pd.DataFrame(rows)

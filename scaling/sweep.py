@@ -3,11 +3,12 @@
 The grid is batch sizes x learning rates x seeds. Runs at one batch size share a compiled
 program and train as vmapped groups (at most train.max_group_size runs each). Finished runs
 (summary.json present) are skipped, so running the same command again resumes a killed sweep.
+`shard=(i, n)` trains only this host's share of the groups (scaling.grid.partition); a centred
+learning-rate grid grows at its edges after a batch size finishes (extensions.json).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,40 +17,17 @@ from typing import Any, Callable
 import jax
 import yaml
 
-from scaling import config as config_mod, plan, store
-from scaling.config import Config, ConfigError, learning_rates, parse_target
-from scaling.engine import GroupProgram, GroupSpec, RunSpec, eval_steps, run_group
+from scaling import config as config_mod, grid, plan, progress, store
+from scaling.config import Config, ConfigError, parse_target
+from scaling.engine import GroupProgram, GroupSpec, eval_steps, run_group
 from scaling.gradients import GroupLayout
+from scaling.grid import PlannedRun, Unit, expand
 from scaling.parallel import is_leader, make_mesh, put_replicated
 from scaling.tasks import build_task
 from scaling.tasks.base import Task
 
 # Sections whose change makes earlier runs incomparable; the grid's axes may grow freely.
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name")
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    run_id: str
-    batch_size: int
-    spec: RunSpec
-
-
-def run_id(batch_size: int, spec: RunSpec) -> str:
-    """Readable and deterministic: the same hyperparameters always give the same folder name."""
-    return re.sub(r"[^A-Za-z0-9.+_-]", "_", f"bs{batch_size}-lr{spec.learning_rate:.6g}-seed{spec.seed}")
-
-
-def expand(cfg: Config, batch_sizes: list[int] | None = None) -> list[PlannedRun]:
-    """Every run of the grid, in a fixed order (batch size, learning rate, seed)."""
-    o = cfg.optimizer
-    runs = []
-    for size in batch_sizes or cfg.batch.sizes:
-        for lr in learning_rates(cfg.learning_rate, size):
-            for seed in cfg.seeds:
-                spec = RunSpec(lr, seed, o.momentum, o.weight_decay, o.b1, o.b2, o.eps)
-                runs.append(PlannedRun(run_id(size, spec), size, spec))
-    return runs
 
 
 def check_folder(cfg: Config, out: Path, force: bool) -> None:
@@ -86,7 +64,8 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         drop_last=cfg.batch.drop_last, targets=tuple(parse_target(t) for t in cfg.targets),
         divergence_factor=cfg.train.divergence_factor, stop_at_targets=cfg.train.stop_at_targets,
         measure_gns=cfg.gns.enabled, ema_decay=cfg.gns.ema_decay,
-        hessian_every=cfg.gns.hessian_every if cfg.gns.enabled else 0)
+        hessian_every=cfg.gns.hessian_every if cfg.gns.enabled else 0, gns_every=cfg.gns.every,
+        preconditioned=cfg.gns.enabled and cfg.gns.preconditioned)
     return spec, arith
 
 
@@ -161,40 +140,186 @@ def _eval_data(task: Task, cfg: Config) -> dict:
     return arrays
 
 
-def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
-        quiet: bool = False) -> list[dict[str, Any]]:
-    """Train every unfinished run of the grid (optionally only some batch sizes) into `out`."""
+@dataclass
+class Prepared:
+    """A validated sweep, before any compute: the grid, each batch size's program, this shard."""
+
+    cfg: Config
+    out: Path
+    planned: list[PlannedRun]  # the whole grid, recorded extensions included
+    specs: dict[int, tuple[GroupSpec, plan.Arithmetic]]
+    mine: list[Unit]  # this shard's groups of the base grid
+    extensions: list[dict[str, Any]]
+    runs_axis: int
+    data_shards: int
+
+    @property
+    def centered(self) -> bool:
+        return self.cfg.learning_rate.mode == "centered"
+
+    def runs_of(self, unit: Unit) -> list[PlannedRun]:
+        """A unit's runs; a centred unit is its whole batch size, extensions so far included."""
+        if self.centered:
+            return self.batch_runs(unit.batch_size)
+        return list(unit.runs)
+
+    def batch_runs(self, size: int) -> list[PlannedRun]:
+        rates = grid.batch_learning_rates(self.cfg, size, self.extensions)
+        return grid.runs_for(self.cfg, size, rates)
+
+    def cost(self, r: PlannedRun) -> int:
+        return self.specs[r.batch_size][1].examples
+
+
+def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
+            force: bool = False, shard: tuple[int, int] | None = None) -> Prepared:
+    """Every check that needs no training, in order: devices, batch sizes, shard, the folder."""
     out = Path(out)
     runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
     for size in batch_sizes or []:
         if size not in cfg.batch.sizes:
             raise ConfigError(f"--batch-size: got {size}, expected one of the config's batch.sizes "
                               f"{cfg.batch.sizes}")
-    planned = expand(cfg, batch_sizes)
+    if shard is not None and not 0 <= shard[0] < shard[1]:
+        raise ConfigError(f"--shard: got {shard[0]}/{shard[1]}, expected I/N with 0 <= I < N")
+    extensions = store.read_extensions(out) if cfg.learning_rate.mode == "centered" else []
+    planned = expand(cfg, batch_sizes, extensions)
     specs = {size: group_spec(cfg, size, data_shards) for size in {r.batch_size for r in planned}}
+    examples = {size: arith.examples for size, (_, arith) in specs.items()}
+    mine = grid.units(cfg, expand(cfg, batch_sizes), examples)
+    if shard is not None:
+        mine = grid.partition(mine, shard[1])[shard[0]]
     check_folder(cfg, out, force)
+    return Prepared(cfg, out, planned, specs, mine, extensions, runs_axis, data_shards)
+
+
+def describe(p: Prepared) -> str:
+    """The --dry-run report: the plan arithmetic, this shard's groups and runs; nothing written."""
+    arith = [p.specs[size][1] for size in sorted(p.specs)]
+    lines = [plan.format_table(arith), "", f"groups ({len(p.mine)}) and runs in {p.out}:"]
+    for unit in p.mine:
+        runs = p.runs_of(unit)
+        done = [store.is_done(p.out, r.run_id) for r in runs]
+        lines.append(f"batch {unit.batch_size} group {unit.index}: {len(runs)} runs, "
+                     f"{sum(done)} done, {len(runs) - sum(done)} to train")
+        lines += [f"  {'done ' if d else 'to do'}  {r.run_id}" for r, d in zip(runs, done)]
+    lines += [f"extension: batch {e['batch_size']} {e['side']} side, learning rates "
+              + ", ".join(f"{lr:.4g}" for lr in e["learning_rates"]) for e in p.extensions]
+    return "\n".join(lines)
+
+
+def final_table(p: Prepared) -> str:
+    """The end table over the whole grid (every shard's runs) as it stands on disk."""
+    target = p.cfg.targets[0] if p.cfg.targets else None
+    planned = expand(p.cfg, sorted(p.specs), store.read_extensions(p.out) if p.centered else [])
+    summaries = {r.run_id: store.read_summary(p.out, r.run_id) for r in planned}
+    return progress.format_final(progress.batch_rows(planned, summaries, target), target, str(p.out))
+
+
+def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
+        quiet: bool = False, shard: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """Train every unfinished run of this shard of the grid (optionally only some batch sizes)."""
+    p = prepare(cfg, out, batch_sizes, force, shard)
     if is_leader():
-        out.mkdir(parents=True, exist_ok=True)
-        store.atomic_write(out / "sweep.yaml", config_mod.to_yaml(cfg))
-    todo = [r for r in planned if not store.is_done(out, r.run_id)]
-    if not todo:
-        return []
-    mesh = make_mesh(runs_axis, data_shards)
-    task = build_task(cfg)
-    data = put_replicated(mesh, task.train_arrays() or {})
-    eval_data = put_replicated(mesh, _eval_data(task, cfg))
+        p.out.mkdir(parents=True, exist_ok=True)
+        store.atomic_write(p.out / "sweep.yaml", config_mod.to_yaml(cfg))
+    session = Session(p, quiet)
     summaries = []
-    for size in sorted({r.batch_size for r in todo}):
-        spec, arith = specs[size]
-        program = GroupProgram(task, spec, mesh)
-        points = eval_steps(spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade)
-        members = [r for r in todo if r.batch_size == size]
-        limit = cfg.train.max_group_size or len(members)
-        for start in range(0, len(members), limit):
-            group = members[start:start + limit]
-            summaries += _train_group(cfg, out, program, group, arith, task, data, eval_data,
-                                      points, runs_axis, quiet)
+    for unit in p.mine:
+        summaries += session.train([r for r in p.runs_of(unit) if r.run_id not in session.known])
+        if p.centered:
+            summaries += _extend(session, unit.batch_size)
     return summaries
+
+
+def _extend(session: Session, size: int) -> list[dict[str, Any]]:
+    """Grow a centred grid at the edge holding the optimum, train the new points, repeat."""
+    p, summaries = session.p, []
+    target, limit = p.cfg.targets[0] if p.cfg.targets else None, p.cfg.learning_rate.max_extensions
+    while target is not None:
+        runs = p.batch_runs(size)
+        todo = [r for r in runs if r.run_id not in session.known]
+        if todo:
+            summaries += session.train(todo)
+            continue
+        side = grid.extension_side([session.known[r.run_id] for r in runs], target)
+        if side is None or sum(e["batch_size"] == size for e in p.extensions) >= limit:
+            break
+        record = grid.extension(p.cfg, size, side, p.extensions)
+        p.extensions.append(record)
+        if is_leader():
+            store.add_extension(p.out, record)
+            session.say(f"batch {size}: best learning rate at the {side} edge of the grid; "
+                        "extending with " + ", ".join(f"{lr:.4g}" for lr in record["learning_rates"]))
+    return summaries
+
+
+class Session:
+    """The devices, data and compiled programs of one invocation, built on first need."""
+
+    def __init__(self, p: Prepared, quiet: bool) -> None:
+        self.p, self.quiet = p, quiet
+        self.known = {r.run_id: s for r in p.planned if (s := store.read_summary(p.out, r.run_id))}
+        self.pending = {r.run_id: r for u in p.mine for r in p.runs_of(u) if r.run_id not in self.known}
+        self.context: tuple | None = None
+        self.programs: dict[tuple[int, int], tuple[GroupProgram, Any]] = {}
+        self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
+
+    def say(self, text: str) -> None:
+        if not self.quiet and is_leader():
+            print(text, flush=True)
+
+    def _program(self, size: int, width: int) -> tuple[GroupProgram, Any]:
+        """One program per (batch size, group width): a compiled chunk fixes the runs axis."""
+        cfg = self.p.cfg
+        if self.context is None:
+            mesh = make_mesh(self.p.runs_axis, self.p.data_shards)
+            task = build_task(cfg)
+            self.context = (mesh, task, put_replicated(mesh, task.train_arrays() or {}),
+                            put_replicated(mesh, _eval_data(task, cfg)))
+        if (size, width) not in self.programs:
+            spec = self.p.specs[size][0]
+            self.programs[size, width] = (
+                GroupProgram(self.context[1], spec, self.context[0]),
+                eval_steps(spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade))
+        return self.programs[size, width]
+
+    def train(self, runs: list[PlannedRun]) -> list[dict[str, Any]]:
+        """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each."""
+        summaries: list[dict[str, Any]] = []
+        limit = self.p.cfg.train.max_group_size or max(1, len(runs))
+        for start in range(0, len(runs), limit):
+            group = runs[start:start + limit]
+            size = group[0].batch_size
+            program, points = self._program(size, len(group))
+            _, task, data, eval_data = self.context
+            done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1], task,
+                                data, eval_data, points, self.p.runs_axis, self.quiet)
+            for r, s in zip(group, done):
+                self.known[r.run_id] = s
+                self.pending.pop(r.run_id, None)
+                self.cost_done += self.p.cost(r)
+            summaries += done
+            self.groups_done += 1
+            self.report()
+        return summaries
+
+    def report(self) -> None:
+        """The progress table over this shard's runs."""
+        if self.quiet or not is_leader():
+            return
+        p = self.p
+        target = p.cfg.targets[0] if p.cfg.targets else None
+        mine = [r for u in p.mine for r in p.runs_of(u)]
+        limit = p.cfg.train.max_group_size
+        left = {}
+        for r in self.pending.values():
+            left[r.batch_size] = left.get(r.batch_size, 0) + 1
+        groups_left = sum(-(-n // (limit or n)) for n in left.values())
+        eta_s = progress.eta(time.perf_counter() - self.started, self.cost_done,
+                             sum(p.cost(r) for r in self.pending.values()))
+        rows = progress.batch_rows(mine, {r.run_id: self.known.get(r.run_id) for r in mine}, target)
+        self.say(progress.format_progress(rows, target, self.groups_done, groups_left, eta_s))
 
 
 def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[PlannedRun],
@@ -204,21 +329,14 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
 
     desc = f"batch {group[0].batch_size}: {len(group)} runs"
     bar = tqdm(total=arith.total_steps, desc=desc, unit="step", disable=quiet or not is_leader(),
-               leave=True, dynamic_ncols=True)
+               leave=False, dynamic_ncols=True)
 
-    def progress(step: int) -> None:
+    def progress_bar(step: int) -> None:
         bar.update(max(0, step - bar.n))
 
-    writer = Writer(cfg, out, group, arith, task, progress)
-    started = time.perf_counter()
+    writer = Writer(cfg, out, group, arith, task, progress_bar)
     results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, points,
                                    writer, runs_axis)
     summaries = writer.finish(results, compile_s)
     bar.close()
-    if not quiet and is_leader():
-        done = sum(s["status"] == "completed" for s in summaries)
-        diverged = sum(s["status"] == "diverged" for s in summaries)
-        print(f"  batch {group[0].batch_size}: {done} completed, {diverged} diverged, "
-              f"{len(group) - done - diverged} out of budget, {time.perf_counter() - started:.1f} s "
-              f"(compile {compile_s:.1f} s)")
     return summaries

@@ -66,12 +66,12 @@ def test_quickstart_loads():
     assert isinstance(cfg, Config)
     assert cfg.name == "quickstart"
     assert cfg.task.name == "mnist1d"
-    assert cfg.task.options.num_samples == 6000
+    assert cfg.task.options.num_samples == 20000
     assert cfg.model.name == "mlp"
     assert cfg.optimizer.name == "momentum"
-    assert cfg.batch.sizes == [16, 32, 64, 128, 256, 512]
+    assert cfg.batch.sizes == [2 ** k for k in range(4, 13)]
     assert cfg.budget.max_examples == 400000
-    assert cfg.targets == ["eval_loss<=1.0", "eval_accuracy>=0.6"]
+    assert cfg.targets == ["eval_loss<=1.2", "eval_accuracy>=0.7", "eval_loss<=0.7"]
 
 
 @pytest.mark.parametrize("source", ["quickstart", "nqm"])
@@ -500,3 +500,36 @@ def test_lr_grid_and_range_together_are_refused():
     data["learning_rate"] = {"mode": "rule", "rule": "linear", "lr_ref": 0.1, "values": [0.1]}
     with pytest.raises(ConfigError, match=r"learning_rate\.values.*mode: rule"):
         from_dict(data)
+
+
+CENTERED = {"mode": "centered", "rule": "sqrt", "batch_ref": 8, "lr_ref": 0.1, "span": 4.0, "num": 5}
+
+
+def test_centered_grid_is_log_spaced_around_the_rule():
+    cfg = from_dict(nqm(batch__sizes=[8, 32], targets=["eval_loss<=0.5"], learning_rate=CENTERED))
+    assert learning_rates(cfg.learning_rate, 8) == pytest.approx([0.025, 0.05, 0.1, 0.2, 0.4])
+    assert learning_rates(cfg.learning_rate, 32) == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])
+    assert cfg.learning_rate.max_extensions == 2
+    assert from_dict(yaml.safe_load(to_yaml(cfg))) == cfg
+
+
+@pytest.mark.parametrize("change, fragments", [
+    ({"span": None}, ("learning_rate.span: got None", "> 1")),
+    ({"span": 1.0}, ("learning_rate.span: got 1.0", "> 1")),
+    ({"num": 1}, ("learning_rate.num: got 1", ">= 2")),
+    ({"values": [0.1]}, ("learning_rate.values: got [0.1]", "mode: centered")),
+    ({"max_extensions": -1}, ("learning_rate.max_extensions: got -1", ">= 0")),
+    ({"lr_ref": None}, ("learning_rate.lr_ref: got None",)),
+])
+def test_centered_mode_checks(change, fragments):
+    fails(nqm(targets=["eval_loss<=0.5"], learning_rate={**CENTERED, **change}), *fragments)
+
+
+def test_centered_mode_needs_a_target_to_extend():
+    fails(nqm(learning_rate=CENTERED), "targets: got []", "max_extensions: 0")
+    from_dict(nqm(learning_rate={**CENTERED, "max_extensions": 0}))
+
+
+def test_span_only_with_centered_mode():
+    fails(nqm(learning_rate={"values": [0.1], "span": 2.0}), "learning_rate.span: got 2.0",
+          "mode: centered")

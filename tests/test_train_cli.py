@@ -49,8 +49,13 @@ def test_train_writes_run_files_and_resumes(tmp_path, capsys):
     capsys.readouterr()
     assert main(["train", config, "--batch-size", "16", "--out", str(out), "--quiet"]) == 0
     assert "nothing to do" in capsys.readouterr().out
-    assert main(["sweep", config, "--out", str(out), "--quiet"]) == 0
-    assert len(load(out)) == 8
+    assert not (out / "analysis.json").exists()  # train never analyses
+    assert main(["sweep", config, "--out", str(out), "--quiet", "--no-analyze"]) == 0
+    assert len(load(out)) == 8 and not (out / "analysis.json").exists()
+    assert main(["sweep", config, "--out", str(out), "--quiet"]) == 0  # a complete sweep analyses
+    analysis = json.loads((out / "analysis.json").read_text())
+    assert analysis["sweep"]["num_runs"] == 8 and (out / "report.md").is_file()
+    assert {p.name for p in (out / "figures").iterdir()} >= {"steps_vs_batch.png", "heatmap.png"}
 
 
 def test_train_needs_a_batch_size_when_the_config_has_several(tmp_path, capsys):

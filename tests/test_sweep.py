@@ -1,0 +1,397 @@
+"""Sweeps: --dry-run, shards, kill -9 and resume, extension, concurrency, tables, centred grids."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scaling import config, grid, progress, store, sweep
+from scaling.cli import main
+from scaling.config import ConfigError
+from scaling.engine import RunSpec
+
+TIMING = {"wall_s", "compile_s", "group_size"}
+
+NQM = {
+    "name": "t", "task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
+    "batch": {"sizes": [8, 16]}, "learning_rate": {"values": [0.1, 0.5]},
+    "budget": {"max_examples": 800}, "targets": ["eval_loss<=0.3"], "seeds": [0, 1],
+    "train": {"max_group_size": 2},
+}
+
+
+def cfg_of(**changes) -> config.Config:
+    data = json.loads(json.dumps(NQM))
+    for key, value in changes.items():
+        section, _, name = key.partition("__")
+        if name:
+            data[section][name] = value
+        else:
+            data[section] = value
+    return config.from_dict(data)
+
+
+def write_config(tmp_path: Path, **changes) -> str:
+    path = tmp_path / "c.yaml"
+    path.write_text(config.to_yaml(cfg_of(**changes)))
+    return str(path)
+
+
+def _flat(value, prefix=""):
+    if isinstance(value, dict):
+        return {k2: v2 for k, v in value.items() for k2, v2 in _flat(v, f"{prefix}{k}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def comparable(summaries) -> dict[str, dict]:
+    """Summaries by run id without timing fields (final.wall_s included)."""
+    return {s["run_id"]: {k: v for k, v in _flat(s).items()
+                          if k.split(".")[-1] not in TIMING} for s in summaries}
+
+
+def assert_same(a: dict[str, dict], b: dict[str, dict]) -> None:
+    """Same runs, same discrete fields, floats to float32 tolerance (vmap width may differ)."""
+    assert a.keys() == b.keys()
+    for rid in a:
+        assert a[rid].keys() == b[rid].keys(), rid
+        for key, value in a[rid].items():
+            if isinstance(value, float):
+                assert b[rid][key] == pytest.approx(value, rel=1e-5, abs=1e-7), (rid, key)
+            else:
+                assert b[rid][key] == value, (rid, key)
+
+
+def on_disk(out: Path) -> dict[str, dict]:
+    return comparable([r["summary"] for r in store.load(out)])
+
+
+# ---------------------------------------------------------------- dry run
+
+
+def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["sweep", write_config(tmp_path), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    assert "steps" in text and "max_examples" in text  # the plan table
+    for size, steps in ((8, 100), (16, 50)):
+        assert any(line.split()[:1] == [str(size)] and str(steps) in line.split()
+                   for line in text.splitlines())
+    assert text.count("to do  bs") == 8 and "batch 16 group 1: 2 runs, 0 done, 2 to train" in text
+
+
+def test_dry_run_marks_finished_runs(tmp_path, capsys):
+    config_path, out = write_config(tmp_path), tmp_path / "o"
+    sweep.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1]), out, quiet=True, force=True)
+    before = sorted(p.name for p in out.rglob("*"))
+    capsys.readouterr()
+    assert main(["sweep", config_path, "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "done   bs8-lr0.1-seed0" in text and "to do  bs8-lr0.5-seed0" in text
+    assert "batch 8 group 0: 2 runs, 2 done, 0 to train" in text
+    assert sorted(p.name for p in out.rglob("*")) == before
+
+
+# ---------------------------------------------------------------- shards
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "0/0", "1/2/3"])
+def test_bad_shard_is_refused(tmp_path, capsys, text):
+    with pytest.raises(ConfigError, match="--shard"):
+        grid.parse_shard(text)
+    assert main(["sweep", write_config(tmp_path), "--out", str(tmp_path / "o"),
+                 f"--shard={text}"]) == 2
+    assert "--shard" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def _unit(size: int, index: int, cost: int) -> grid.Unit:
+    return grid.Unit(size, index, (), cost)
+
+
+def test_partition_is_longest_processing_time_first():
+    units = [_unit(8, 0, 10), _unit(16, 0, 7), _unit(32, 0, 6), _unit(64, 0, 5), _unit(64, 1, 4)]
+    shards = grid.partition(units, 2)
+    # LPT: 10 -> s0; 7 -> s1; 6 -> s1 (13); 5 -> s0 (15); 4 -> s1 (17)
+    assert [[(u.batch_size, u.cost) for u in s] for s in shards] == \
+        [[(8, 10), (64, 5)], [(16, 7), (32, 6), (64, 4)]]
+    assert grid.partition(list(reversed(units)), 2) == shards
+    assert grid.partition(units, 7)[5:] == [[], []]
+
+
+def test_units_cost_examples_and_follow_max_group_size():
+    cfg = cfg_of(batch__sizes=[8, 16], train={"max_group_size": 3}, seeds=[0])
+    runs = grid.expand(cfg)
+    units = grid.units(cfg, runs, {8: 800, 16: 1600})
+    assert [(u.batch_size, len(u.runs), u.cost) for u in units] == [(8, 2, 1600), (16, 2, 3200)]
+    cfg = cfg_of(learning_rate__values=[0.1, 0.2, 0.3], train={"max_group_size": 2})
+    sizes = [len(u.runs) for u in grid.units(cfg, grid.expand(cfg), {8: 1, 16: 1})]
+    assert sizes == [2, 2, 2, 2, 2, 2]
+
+
+def test_the_partition_ignores_finished_runs(tmp_path):
+    cfg, out = cfg_of(), tmp_path / "o"
+    before = [[r.run_id for r in u.runs] for u in sweep.prepare(cfg, out, shard=(1, 3)).mine]
+    sweep.run(cfg, out, batch_sizes=[8], quiet=True, shard=(0, 3))
+    assert any(store.is_done(out, r.run_id) for r in grid.expand(cfg))
+    assert [[r.run_id for r in u.runs] for u in sweep.prepare(cfg, out, shard=(1, 3)).mine] == before
+
+
+@pytest.mark.slow
+def test_two_shards_equal_the_unsharded_sweep(tmp_path):
+    cfg = cfg_of()
+    whole = sweep.run(cfg, tmp_path / "whole", quiet=True)
+    first = sweep.run(cfg, tmp_path / "sharded", quiet=True, shard=(0, 2))
+    second = sweep.run(cfg, tmp_path / "sharded", quiet=True, shard=(1, 2))
+    ids = {s["run_id"] for s in first}
+    assert ids and ids.isdisjoint(s["run_id"] for s in second)
+    assert len(whole) == 8 and len(first) + len(second) == 8
+    assert_same(comparable(whole), comparable(first + second))
+    assert_same(on_disk(tmp_path / "whole"), on_disk(tmp_path / "sharded"))
+    assert sweep.run(cfg, tmp_path / "sharded", quiet=True) == []
+
+
+# ---------------------------------------------------------------- kill -9, concurrency
+
+LONG = {"batch": {"sizes": [8, 16, 32, 64]}, "learning_rate": {"values": [0.05, 0.1, 0.5]},
+        "train": {"max_group_size": 1, "chunk_steps": 10}, "targets": ["eval_loss<=0.05"]}
+
+
+def _scaling(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "scaling.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _summaries(out: Path) -> list[Path]:
+    return list(out.glob("runs/*/summary.json"))
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path):
+    config_path, out = write_config(tmp_path, **LONG), tmp_path / "killed"
+    proc = _scaling("sweep", config_path, "--out", str(out), "--quiet")
+    deadline = time.monotonic() + 120
+    while not _summaries(out) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = len(_summaries(out))
+    assert 0 < finished < 24, "the kill must land mid-sweep for this test to mean anything"
+    assert main(["sweep", config_path, "--out", str(out), "--quiet"]) == 0
+    sweep.run(cfg_of(**LONG), tmp_path / "clean", quiet=True)
+    assert len(_summaries(out)) == 24
+    assert_same(on_disk(tmp_path / "clean"), on_disk(out))
+
+
+@pytest.mark.slow
+def test_two_shard_processes_write_one_folder_at_once(tmp_path):
+    config_path, out = write_config(tmp_path, **LONG), tmp_path / "o"
+    procs = [_scaling("sweep", config_path, "--out", str(out), "--quiet", "--shard", f"{i}/2")
+             for i in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    records = store.load(out)
+    assert len(records) == 24 and not list(out.rglob("*.tmp"))
+    assert config.to_dict(config.from_dict(yaml.safe_load((out / "sweep.yaml").read_text()))) == \
+        config.to_dict(cfg_of(**LONG))
+    for r in records:
+        text = (out / "runs" / r["run_id"] / "metrics.jsonl").read_text()
+        assert len(r["metrics"]) == len(text.splitlines()) and r["metrics"][-1]["step"] == r["summary"]["steps"]
+
+
+# ---------------------------------------------------------------- extending a finished sweep
+
+
+@pytest.mark.slow
+def test_extension_trains_only_the_new_points(tmp_path):
+    out = tmp_path / "o"
+    small = cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0])
+    first = sweep.run(small, out, quiet=True)
+    stamp = {p: p.stat().st_mtime_ns for p in _summaries(out)}
+    bigger = cfg_of(batch__sizes=[8, 16], learning_rate__values=[0.1, 0.5], seeds=[0, 1])
+    new = sweep.run(bigger, out, quiet=True)
+    all_ids = {r.run_id for r in grid.expand(bigger)}
+    assert {s["run_id"] for s in first} == {"bs8-lr0.1-seed0"}
+    assert {s["run_id"] for s in new} == all_ids - {"bs8-lr0.1-seed0"}
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
+    assert {r["run_id"] for r in store.load(out)} == all_ids
+
+
+@pytest.mark.slow
+def test_a_folder_of_another_model_is_refused_unless_forced(tmp_path):
+    out = tmp_path / "o"
+    sweep.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0]), out, quiet=True)
+    other = cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0],
+                   optimizer={"name": "momentum"})
+    with pytest.raises(ConfigError, match="different optimizer.*--force"):
+        sweep.run(other, out, quiet=True)
+    with pytest.raises(ConfigError, match="different optimizer"):
+        sweep.prepare(other, out)
+    assert [s["run_id"] for s in sweep.run(other, out, quiet=True, force=True)] == []
+    other = cfg_of(batch__sizes=[8], learning_rate__values=[0.2], seeds=[0],
+                   optimizer={"name": "momentum"})
+    assert [s["run_id"] for s in sweep.run(other, out, quiet=True, force=True)] == ["bs8-lr0.2-seed0"]
+
+
+# ---------------------------------------------------------------- pandas view
+
+
+def test_frame_has_one_row_per_run_with_flattened_fields(tmp_path):
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "o"
+    sweep.run(cfg_of(batch__sizes=[8], seeds=[0]), out, quiet=True)
+    df = store.frame(out)
+    assert isinstance(df, pd.DataFrame) and len(df) == 2
+    assert sorted(df["run_id"]) == ["bs8-lr0.1-seed0", "bs8-lr0.5-seed0"]
+    row = df.set_index("run_id").loc["bs8-lr0.1-seed0"]
+    summary = json.loads((out / "runs" / "bs8-lr0.1-seed0" / "summary.json").read_text())
+    assert row["steps_to_target.eval_loss<=0.3"] == summary["steps_to_target"]["eval_loss<=0.3"]
+    assert row["final.eval_loss"] == summary["final"]["eval_loss"]
+
+
+def test_frame_without_pandas_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        store.frame(tmp_path)
+
+
+# ---------------------------------------------------------------- tables
+
+T = "eval_loss<=0.3"
+
+
+def summary(size: int, lr: float, seed: int, steps: int | None, status: str = "completed") -> dict:
+    return {"run_id": f"bs{size}-lr{lr}-seed{seed}", "batch_size": size, "learning_rate": lr,
+            "seed": seed, "status": status, "steps_to_target": {T: steps},
+            "examples_to_target": {T: None if steps is None else steps * size}}
+
+
+def planned(size: int, lrs, seeds=(0, 1)) -> list[grid.PlannedRun]:
+    return [grid.PlannedRun(f"bs{size}-lr{lr}-seed{s}", size, RunSpec(lr, s)) for lr in lrs for s in seeds]
+
+
+def test_batch_rows_count_and_pick_the_best_lr_over_seeds():
+    runs = planned(8, [0.1, 0.2, 0.4]) + planned(16, [0.1])
+    done = [summary(8, 0.1, 0, 30), summary(8, 0.1, 1, 34), summary(8, 0.2, 0, 20),
+            summary(8, 0.2, 1, None, "budget_exhausted"), summary(8, 0.4, 0, None, "diverged"),
+            summary(16, 0.1, 0, 11)]
+    rows = progress.batch_rows(runs, {s["run_id"]: s for s in done}, T)
+    # 0.2 is faster on seed 0 but missed the target on seed 1: the best is 0.1, mean of 30 and 34
+    assert rows[0] == progress.BatchRow(8, 6, 5, 1, 1, 1, 0.1, 32.0, 256.0)
+    assert rows[1] == progress.BatchRow(16, 2, 1, 0, 0, 1, 0.1, 11.0, 176.0)
+
+
+def test_progress_and_final_tables():
+    rows = [progress.BatchRow(8, 6, 5, 1, 1, 1, 0.1, 32.0, 256.0),
+            progress.BatchRow(16, 2, 0, 0, 0, 2, None, None, None)]
+    text = progress.format_progress(rows, T, 3, 2, 125.0)
+    lines = text.splitlines()
+    assert lines[0].split() == ["batch", "runs", "done", "diverged", "left", "best", "lr", "steps",
+                                "to", T]
+    assert lines[1].split() == ["8", "6", "5", "1", "1", "0.1", "32"]
+    assert lines[2].split() == ["16", "2", "0", "0", "2", "-", "-"]
+    assert lines[3] == "groups: 3 done, 2 left; time left: about 2m05s"
+    final = progress.format_final(rows, T, "/tmp/r").splitlines()
+    assert final[1].split() == ["8", "0.1", "32", "256", "1", "1", "1"]
+    assert final[2].split() == ["16", "-", "-", "-", "0", "0", "2"] and final[-1] == "results in /tmp/r"
+
+
+def test_eta_is_elapsed_per_budgeted_example_times_what_is_left():
+    assert progress.eta(10.0, 400, 1200) == pytest.approx(30.0)
+    assert progress.eta(10.0, 0, 1200) is None
+    assert progress.format_eta(None) == "unknown" and progress.format_eta(3725) == "1h02m"
+
+
+def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys):
+    config_path = write_config(tmp_path, batch__sizes=[8], seeds=[0])
+    assert main(["sweep", config_path, "--out", str(tmp_path / "o"), "--quiet", "--no-analyze"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    best = {s["learning_rate"]: s["steps_to_target"][T] for s in
+            (r["summary"] for r in store.load(tmp_path / "o"))}
+    lr = min(best, key=lambda k: best[k])
+    assert out[0].split()[:3] == ["batch", "best", "lr"]
+    assert out[1].split()[:3] == ["8", f"{lr:.4g}", str(best[lr])]
+    assert out[-1] == f"results in {tmp_path / 'o'}"
+
+
+# ---------------------------------------------------------------- centred learning-rate grids
+
+CENTERED = {"mode": "centered", "rule": "linear", "batch_ref": 8, "lr_ref": 0.5, "span": 2.0,
+            "num": 3, "max_extensions": 1}
+
+
+def test_centered_grid_spans_the_factor_either_side_of_the_rule():
+    cfg = cfg_of(learning_rate=dict(CENTERED, num=5, span=4.0))
+    assert grid.batch_learning_rates(cfg, 16, []) == pytest.approx([0.25, 0.5, 1.0, 2.0, 4.0])
+    ext = grid.extension(cfg, 16, "low", [])
+    assert (ext["first"], ext["last"], ext["round"]) == (-2, -1, 1)
+    assert ext["learning_rates"] == pytest.approx([0.0625, 0.125])
+    ext2 = grid.extension(cfg, 16, "high", [ext])
+    assert (ext2["first"], ext2["last"], ext2["round"]) == (5, 6, 2)
+    assert grid.batch_learning_rates(cfg, 16, [ext, ext2]) == \
+        pytest.approx([0.0625 * 2 ** k for k in range(9)])
+    assert grid.batch_learning_rates(cfg, 8, [ext, ext2]) == pytest.approx([0.125, 0.25, 0.5, 1.0, 2.0])
+
+
+@pytest.mark.parametrize("rows, side", [
+    ([(0.1, 10), (0.2, 20), (0.4, 30)], "low"),
+    ([(0.1, 30), (0.2, 20), (0.4, 10)], "high"),
+    ([(0.1, 30), (0.2, 10), (0.4, 20)], None),
+    ([(0.1, None), (0.2, None), (0.4, None)], "high"),  # none reached, none diverged
+    ([(0.1, None), (0.2, None), (0.4, "diverged")], None),  # the budget is short, not the grid
+    ([(0.1, "diverged"), (0.2, "diverged"), (0.4, "diverged")], None),
+])
+def test_extension_side(rows, side):
+    done = [summary(8, lr, 0, None, "diverged") if steps == "diverged" else
+            summary(8, lr, 0, steps, "completed" if steps else "budget_exhausted")
+            for lr, steps in rows]
+    assert grid.extension_side(done, T) == side
+
+
+@pytest.mark.slow
+def test_a_centred_grid_extends_at_the_edge_holding_the_optimum(tmp_path):
+    # On this NQM at batch 8 the fastest stable LR is about 1.5 (3 diverges): a grid of
+    # 0.25, 0.5, 1 has its optimum at the top edge, so one extension adds 2.0 on that side.
+    out = tmp_path / "o"
+    cfg = cfg_of(batch__sizes=[8], seeds=[0], learning_rate=CENTERED)
+    done = sweep.run(cfg, out, quiet=True)
+    assert [s["learning_rate"] for s in done] == pytest.approx([0.25, 0.5, 1.0, 2.0])
+    (record,) = store.read_extensions(out)
+    assert (record["batch_size"], record["side"], record["first"], record["last"]) == (8, "high", 3, 3)
+    assert sweep.run(cfg, out, quiet=True) == []  # max_extensions reached: nothing more
+    centred = cfg_of(batch__sizes=[8], seeds=[0], learning_rate=dict(CENTERED, lr_ref=1.0, span=3.0))
+    kept = sweep.run(centred, tmp_path / "kept", quiet=True)
+    assert [s["learning_rate"] for s in kept] == pytest.approx([1 / 3, 1.0, 3.0])
+    assert store.read_extensions(tmp_path / "kept") == []
+
+
+def test_add_extension_is_idempotent(tmp_path):
+    record = {"batch_size": 8, "side": "low", "first": -1, "last": -1, "learning_rates": [0.1], "round": 1}
+    assert store.add_extension(tmp_path, record) and not store.add_extension(tmp_path, record)
+    assert store.read_extensions(tmp_path) == [record]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+# ---------------------------------------------------------------- configs/
+
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_config_loads_and_plans(path):
+    from scaling import plan
+
+    cfg = config.load(path)
+    rows = [plan.for_config(cfg, size) for size in cfg.batch.sizes]
+    assert all(r.total_steps > 0 for r in rows) and grid.expand(cfg)
+    assert math.isfinite(sum(r.examples for r in rows))
+    assert path.read_text().startswith("#"), "a config starts with a comment saying how to run it"
