@@ -182,6 +182,22 @@ def add_sweep(sub: Any) -> None:
     _add_run_options(p)
     p.add_argument("--no-analyze", action="store_true",
                    help="skip the analysis, figures and report.md that follow a complete sweep")
+    s = p.add_argument_group("launcher (scaling.launch; slurm needs pip install 'scaling[slurm]')")
+    s.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                   help="local: train here (default); slurm: submit one job array of shards")
+    s.add_argument("--jobs", type=_positive(int),
+                   help="job-array tasks, one shard each (default: one per group, at most 16)")
+    s.add_argument("--nodes", type=_positive(int), help="nodes per task (default 1); a task's "
+                   "processes, one per node, train its shard together through jax.distributed")
+    s.add_argument("--partition", help="SLURM partition (default: the cluster's)")
+    s.add_argument("--time", type=_positive(int), help="minutes per task (default 60); a task "
+                   "that runs out resumes when the same command is submitted again")
+    s.add_argument("--gpus-per-task", type=_positive(int), help="GPUs on each node of a task")
+    s.add_argument("--cpus-per-task", type=_positive(int))
+    s.add_argument("--mem", type=_positive(float), help="GB of memory on each node of a task")
+    s.add_argument("--slurm-folder", help="submitit's logs and pickles (default: OUT/slurm)")
+    s.add_argument("--wait", action="store_true",
+                   help="wait for every task, then print the end table and analyse")
     p.set_defaults(func=run_sweep, batch_size=None)
 
 
@@ -196,13 +212,19 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    """Train the grid, then (unless --no-analyze or --shard) analyse the folder."""
+    """Train the grid (or submit it: --launcher slurm), then analyse unless --no-analyze/--shard."""
     from pathlib import Path
 
+    from scaling import launch
     from scaling.config import load
     from scaling.parallel import is_leader
 
+    launch.check_options(args)
     cfg = load(args.config, args.overrides)
+    if args.launcher == "slurm":
+        out = _out(cfg, args)
+        return launch.sweep(cfg, args, out,
+                            lambda: _analyze(Path(out), None, 1000, False, args.quiet))
     status = _run(cfg, args, None)
     if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
         if args.shard is not None and not args.dry_run:
@@ -312,8 +334,7 @@ def run_gns(args: argparse.Namespace) -> int:
 
     cfg = gns_command.narrow(load(args.config, args.overrides), args.batch_size, args.lr)
     out = args.out or f"runs/{cfg.name}-gns"
-    record = gns_command.run(cfg, out, args.force, args.quiet)
-    print("\n".join(gns_command.format_rows(record["metrics"])))
+    record = gns_command.run(cfg, out, args.force, args.quiet)  # prints the table as it trains
     print(f"{record['run_id']}: {record['summary']['status']}; run files in {out}/runs, "
           f"figure {out}/noise_vs_loss.png")
     return 0
