@@ -24,6 +24,7 @@ from scaling.lr_analysis import lr_rules
 from scaling.tradeoff import fit_tradeoff, regimes
 
 Row = dict[str, Any]
+NOISE_WINDOW = 1.25  # B_simple at a crossing pools the steps within a factor 1.25 of it
 
 
 # ---------------------------------------------------------------- one run
@@ -66,6 +67,41 @@ def value_at(rows: list[Row], key: str, step: float) -> float | None:
         return None
     steps, values = zip(*points)
     return float(np.interp(step, steps, values))
+
+
+def windowed_b_simple(rows: list[Row], steps: Any) -> np.ndarray:
+    """B_simple at each of `steps`: the raw per-interval averages (gns_*_interval, each over the
+    steps since the previous evaluation) pooled over the intervals ending within
+    step / NOISE_WINDOW .. step * NOISE_WINDOW, as tr(Sigma) / |G|^2 of the step-weighted sums.
+
+    The window scales with the run's own length. The recorded b_simple is a moving average over
+    a fixed number of steps, which in a run that crosses a target within a few dozen steps
+    still remembers the first, steepest steps. Falls back to it where the intervals are missing
+    or their |G|^2 sum is not positive (too few, too noisy measurements); NaN where neither is.
+    """
+    steps = np.atleast_1d(np.asarray(steps, float))
+    measured = [(r["step"], r["b_simple"]) for r in rows if _finite(r.get("b_simple"))]
+    ema = np.interp(steps, *zip(*measured), left=math.nan, right=math.nan) if measured else \
+        np.full(steps.shape, math.nan)
+    pairs = [(row["step"], row["step"] - prev["step"], row.get("gns_trace_sigma_interval"),
+              row.get("gns_g2_interval")) for prev, row in zip(rows, rows[1:])]
+    pairs = [(s, n, tr, g2) for s, n, tr, g2 in pairs if _finite(tr) and _finite(g2)]
+    if not pairs:
+        return ema
+    at, n, tr, g2 = (np.array(c, float) for c in zip(*pairs))
+    trace_sum = np.concatenate([[0.0], np.cumsum(tr * n)])
+    g2_sum = np.concatenate([[0.0], np.cumsum(g2 * n)])
+    lo = np.searchsorted(at, steps / NOISE_WINDOW, side="left")
+    hi = np.searchsorted(at, steps * NOISE_WINDOW, side="right")
+    trace, g2w = trace_sum[hi] - trace_sum[lo], g2_sum[hi] - g2_sum[lo]
+    ok = (trace > 0) & (g2w > 0)
+    return np.where(ok, trace / np.where(ok, g2w, 1.0), ema)
+
+
+def b_simple_at(rows: list[Row], step: float) -> float | None:
+    """`windowed_b_simple` at one step (a target's crossing); None where nothing was measured."""
+    value = float(windowed_b_simple(rows, [step])[0])
+    return None if math.isnan(value) else value
 
 
 def examples_at(rows: list[Row], step: float, batch_size: int) -> float:
@@ -115,8 +151,8 @@ def run_table(records: list[dict], targets: list[str]) -> list[dict]:
             entry["steps_to_target"][name] = step
             entry["examples_to_target"][name] = (
                 None if step is None else examples_at(rows, step, entry["batch_size"]))
-            for key in ("b_simple", "b_noise"):
-                entry[key][name] = None if step is None else value_at(rows, key, step)
+            entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
+            entry["b_noise"][name] = None if step is None else value_at(rows, "b_noise", step)
         table.append(entry)
     return table
 
@@ -234,10 +270,11 @@ def fit_with_interval(grid_by_size: dict[int, Grid], points: list[dict], num: in
 # ---------------------------------------------------------------- regimes and noise scale
 
 
-def geometric_mean(values: list[float | None]) -> float | None:
-    """Geometric mean of the positive values, None when there are none."""
-    logs = [math.log(v) for v in values if v is not None and v > 0]
-    return math.exp(sum(logs) / len(logs)) if logs else None
+def median_positive(values: list[float | None]) -> float | None:
+    """Median of the positive values, None when there are none: one batch size's estimate can be
+    far off (a few noisy measurements near its crossing) without moving the summary."""
+    kept = [v for v in values if v is not None and v > 0]
+    return float(np.median(kept)) if kept else None
 
 
 # ---------------------------------------------------------------- whole sweep
@@ -278,13 +315,13 @@ def analyze_target(name: str, table: list[dict], bootstrap: int,
     points = [p for size, g in by_size.items() if (p := best_point(size, g)) is not None]
     timed = [p for p in points if p["steps"] > 0]  # a target met at step 0 says nothing on S(B)
     fit = fit_with_interval(by_size, timed, bootstrap, rng)
-    b_simple = geometric_mean([p["b_simple"] for p in points])
+    b_simple = median_positive([p["b_simple"] for p in points])
     entry = {"name": name, "metric": metric, "op": op, "value": value, "points": points,
              "unreached_batch_sizes": [s for s, g in by_size.items() if g.best() is None],
              "fit": fit, "s_min": fit and fit["s_min"], "e_min": fit and fit["e_min"],
              "b_crit": fit and fit["b_crit"], "b_crit_ci": fit and fit["b_crit_ci"],
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
-             "b_simple": b_simple, "b_noise": geometric_mean([p["b_noise"] for p in points]),
+             "b_simple": b_simple, "b_noise": median_positive([p["b_noise"] for p in points]),
              "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None}
     return entry, by_size
 

@@ -29,10 +29,17 @@ def noise_series(records: list[dict], key: str,
                  loss: str = "train_loss") -> list[tuple[str, int, list[float], list[float]]]:
     """(run id, batch size, losses, noise scales) per run, rows where both are positive, up to
     the run's lowest loss: past it the loss stalls or rises while the estimate keeps moving,
-    which would draw the same loss over and over."""
+    which would draw the same loss over and over. B_simple is the windowed estimate of
+    scaling.analysis.windowed_b_simple (no moving-average lag), B_noise the recorded one."""
+    from scaling.analysis import windowed_b_simple
+
     out = []
     for r in records:
-        rows = [m for m in r.get("metrics") or [] if positive(m.get(loss)) and positive(m.get(key))]
+        rows = r.get("metrics") or []
+        if key == "b_simple" and rows:
+            values = windowed_b_simple(rows, [m["step"] for m in rows])
+            rows = [dict(m, b_simple=float(v)) for m, v in zip(rows, values)]
+        rows = [m for m in rows if positive(m.get(loss)) and positive(m.get(key))]
         if rows:
             rows = rows[:min(range(len(rows)), key=lambda i: rows[i][loss]) + 1]
             b = (r.get("config") or {}).get("batch_size") or (r.get("summary") or {}).get(
@@ -74,7 +81,7 @@ def noise_scale_vs_loss(records: list[dict], path: Path, b_crit: dict[str, float
            xlabel=f"{loss.replace('_', ' ')} (running median of {SMOOTH} evaluations, up to each "
                   "run's lowest; training proceeds →)",
            ylabel=f"noise scale ({'sequences' if _tokens(records) else 'examples'})",
-           title="Gradient noise scale vs training loss")
+           title=f"Gradient noise scale vs {loss.replace('_', ' ')}")
     ax.set_ylim(*_ylim(scales + [v for v in (b_crit or {}).values() if positive(v)]))
     ax.set_xlim(max(losses) * 1.15, min(losses) / 1.15)  # inverted: training runs left to right
     ax.grid(True, which="major", alpha=0.3)

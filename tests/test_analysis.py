@@ -184,6 +184,16 @@ def test_steps_at_lr_notes():
 # ---------------------------------------------------------------- whole sweep on disk
 
 
+def test_b_simple_at_pools_the_intervals_near_the_crossing():
+    """Intervals of 10 steps; the crossing at step 40 pools those ending at 40 and 50 (32..50)."""
+    rows = [{"step": 0}] + [{"step": 10 * i, "gns_trace_sigma_interval": 100.0 * i,
+                             "gns_g2_interval": float(i), "b_simple": 1.0} for i in range(1, 8)]
+    assert A.b_simple_at(rows, 40.0) == pytest.approx((400 + 500) / (4 + 5))
+    rows[4]["gns_g2_interval"] = rows[5]["gns_g2_interval"] = -1.0  # noisy |G|^2: the EMA instead
+    assert A.b_simple_at(rows, 40.0) == 1.0
+    assert A.b_simple_at([{"step": 0}, {"step": 10, "b_simple": 7.0}], 10.0) == 7.0  # no intervals
+
+
 def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str) -> None:
     """A run folder evaluated every 10 steps with the given eval_loss curve."""
     run_id = f"bs{size}-lr{lr:g}-seed{seed}"

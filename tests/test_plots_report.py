@@ -167,13 +167,15 @@ def test_heatmap_cells_average_seeds_and_mark_divergence():
 
 def test_noise_scale_vs_loss_on_one_run(tmp_path):
     rec = synthetic_records()[:1]
-    rec[0]["metrics"][3]["b_simple"] = float("nan")  # a non-finite value is dropped, not drawn
+    rec[0]["metrics"][3]["b_simple"] = float("nan")  # a non-finite value: read between its neighbours
     series = noise_series(rec, "b_simple")
-    assert [len(s[2]) for s in series] == [len(rec[0]["metrics"]) - 2]  # step 0 and the NaN
+    assert [len(s[2]) for s in series] == [len(rec[0]["metrics"]) - 1]  # step 0: nothing measured
+    assert series[0][3][2] == pytest.approx((rec[0]["metrics"][2]["b_simple"]
+                                             + rec[0]["metrics"][4]["b_simple"]) / 2)
     rising = [dict(m, train_loss=m["train_loss"] and 2.0 + abs(i - 10) / 100)
               for i, m in enumerate(rec[0]["metrics"])]  # lowest at the 11th row, then rising
     (_, _, losses, _), = noise_series([dict(rec[0], metrics=rising)], "b_simple")
-    assert losses[-1] == 2.0 and len(losses) == 11 - 2  # cut at the lowest loss
+    assert losses[-1] == 2.0 and len(losses) == 11 - 1  # cut at the lowest loss
     path = plots.noise_scale_vs_loss(rec, tmp_path / "gns.png", b_crit={"eval_loss<=1.0": 64.0})
     assert path.read_bytes()[:8] == PNG
     with pytest.raises(ConfigError, match="b_simple"):

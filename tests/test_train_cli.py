@@ -94,3 +94,20 @@ budget: {{max_steps: 30}}
     if "charlm" in task:
         assert last["tokens"] == 30 * 16 * 32
         assert len(record["config"]["data"]["corpus_sha256"]) == 64
+
+
+@pytest.mark.slow
+def test_smoke_config_runs_end_to_end(tmp_path, capsys):
+    """configs/smoke.yaml as README gives it: sweep, then analysis, figures and report."""
+    from pathlib import Path
+
+    smoke = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+    out = tmp_path / "smoke"
+    assert main(["sweep", str(smoke), "--out", str(out), "--quiet"]) == 0
+    analysis = json.loads((out / "analysis.json").read_text())
+    assert set(analysis) == {"version", "sweep", "primary_target", "runs", "targets", "lr_rules"}
+    assert analysis["sweep"]["num_runs"] == 9 and all(t["points"] for t in analysis["targets"])
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert len(figures) == 6 and all((out / "figures" / f).stat().st_size > 10_000 for f in figures)
+    report = (out / "report.md").read_text()
+    assert all(f"figures/{f}" in report for f in figures)
