@@ -35,6 +35,13 @@ on the same cores. --parallel-runs N splits the runs over them instead.
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python experiments/bench_engine.py
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python experiments/bench_engine.py --parallel-runs 8
 
+--repack-check measures what repacking saves (train.repack, DESIGN.md section 5): one group
+with learning rates over REPACK_LRS, so most runs diverge early, and the target REPACK_TARGET
+stopping the good ones early too; the engine with repacking on and off, same runs,
+and the ratio of their train times (the plain arm is skipped):
+
+    python experiments/bench_engine.py --repack-check --repeats 3
+
 What the noise-scale statistics cost, steadier on a busy machine (one XLA thread, one core, CPU
 seconds; --gns-groups / --gns-every choose the estimator's arm):
 
@@ -63,6 +70,8 @@ from scaling.tasks import build_task
 EVAL_EVERY = 100
 CLOCK = {"timed": time.perf_counter}  # --cpu-time swaps in time.process_time
 LR_MIN, LR_MAX = 1e-3, 10 ** -0.5
+# --repack-check: rates up to 1e4 (above ~20 diverge; 0.5..10 stall near ln 10 and use the budget).
+REPACK_LRS, REPACK_TARGET = (0.02, 1e4), "eval_loss<=1.2"
 SEED = 0
 
 
@@ -80,13 +89,21 @@ def parse_args() -> argparse.Namespace:
                    help="add a third arm: the engine with gns.enabled=false (no batch groups)")
     p.add_argument("--gns-groups", type=int, help="gns.groups of the engine arm (default: automatic)")
     p.add_argument("--gns-every", type=int, default=1, help="gns.every of the engine arm")
+    p.add_argument("--repack-check", action="store_true",
+                   help="only the engine, repacking on vs off, on a group where most runs stop early")
     p.add_argument("--cpu-time", action="store_true",
                    help="time training by the process's CPU seconds, not wall seconds: steadier "
                         "on a shared machine (pin XLA to one thread for a clean count, see above)")
     return p.parse_args()
 
 
-def make_config(args: argparse.Namespace, gns: bool = True) -> config_mod.Config:
+def make_config(args: argparse.Namespace, gns: bool = True, repack: bool | None = None
+                ) -> config_mod.Config:
+    """The workload; with `repack` set, --repack-check's (wider rates, a target, train.repack)."""
+    early = {} if repack is None else {
+        "learning_rate": {"mode": "grid", "min": REPACK_LRS[0], "max": REPACK_LRS[1],
+                          "num": args.runs},
+        "targets": [REPACK_TARGET], "train": {"repack": repack}}
     return config_mod.from_dict({
         "name": "bench_engine",
         "task": {"name": "mnist1d", "num_samples": args.num_samples},
@@ -101,6 +118,7 @@ def make_config(args: argparse.Namespace, gns: bool = True) -> config_mod.Config
         "seeds": [SEED],
         "gns": {"enabled": gns, "groups": args.gns_groups if gns else None, "every": args.gns_every},
         "parallel": {"runs": args.parallel_runs},
+        **early,
     })
 
 
@@ -138,7 +156,7 @@ class EngineArm:
                                        self.points, collect, self.runs_axis)
         wall = clock() - start
         for r, row in zip(results, last):
-            assert r.status == "diverged" or row.get("step") == self.spec.total_steps, (r, row)
+            assert r.status == "diverged" or row.get("step") == r.steps, (r, row)
         return wall, compile_s, [row.get("eval_loss", float("nan")) for row in last], \
             [r.status for r in results]
 
@@ -229,6 +247,27 @@ class PlainArm:
 # ---------------------------------------------------------------- the comparison
 
 
+def repack_check(args: argparse.Namespace, task) -> None:
+    """The engine with train.repack on and off on one group where most runs stop early."""
+    arms = {name: EngineArm(make_config(args, repack=name == "repack"), task)
+            for name in ("repack", "no-repack")}
+    firsts = {name: arm.first() for name, arm in arms.items()}
+    statuses = firsts["repack"][3]
+    assert statuses == firsts["no-repack"][3]
+    print("runs: " + ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
+    widths = {name: dict(arm.program.chunks_at) for name, arm in arms.items()}
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for _ in range(args.repeats):
+        for name, arm in arms.items():
+            times[name].append(arm.timed())
+    for name, arm in arms.items():
+        chunks = ", ".join(f"{n} at width {w}" for w, n in sorted(widths[name].items(), reverse=True))
+        print(f"{name:<10} train s " + ", ".join(f"{t:.2f}" for t in times[name])
+              + f" (best {min(times[name]):.2f}); chunks run: {chunks}")
+    print(f"repack saving = no-repack / repack train time = "
+          f"{min(times['no-repack']) / min(times['repack']):.2f}x")
+
+
 def main() -> None:
     args = parse_args()
     if args.cpu_time:
@@ -240,6 +279,10 @@ def main() -> None:
           f"({jax.devices()[0].device_kind}); mnist1d {len(task.train_arrays()['y'])} train / "
           f"{len(task.eval_arrays()['y'])} eval examples (data built in {time.perf_counter() - t0:.1f} s)")
 
+    if args.repack_check:
+        repack_check(args, task)
+        print(f"total wall {time.perf_counter() - t0:.1f} s")
+        return
     engine = EngineArm(cfg, task)
     lrs = [r.learning_rate for r in engine.runs]
     plain = PlainArm(cfg, task, lrs)

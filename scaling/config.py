@@ -137,12 +137,16 @@ class EvalConfig:
 
 @dataclass
 class TrainConfig:
-    """Engine knobs that do not change results: chunking and stopping rules."""
+    """Engine knobs that do not change results: chunking and stopping rules.
+
+    repack: at chunk boundaries, cut a group down to its still-running runs (fewer FLOPs).
+    """
 
     chunk_steps: int = 100
     divergence_factor: float = 10.0
     stop_at_targets: bool = True
     max_group_size: int | None = None
+    repack: bool = True
 
 
 @dataclass

@@ -4,7 +4,8 @@ A group of runs that differ only in scalars (learning rate, seed, momentum, weig
 trains as one vmapped state. Steps run in lax.scan chunks; evaluation, target checks, divergence
 checks and noise-scale statistics happen inside the chunk, and the host reads one small table
 of metrics per chunk (DESIGN.md section 5). The step counter is shared by the group, so the
-`lax.cond`s on it (new epoch, evaluation point) stay real branches under vmap.
+`lax.cond`s on it (new epoch, evaluation point) stay real branches under vmap. When most runs
+have stopped, the group is cut to a smaller width between chunks (scaling.repack).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from scaling import gns, measure
 from scaling.gradients import GroupLayout
 from scaling.optimizers import make_optimizer, set_learning_rate
+from scaling.repack import Packing
 from scaling.rules import lr_multiplier
 from scaling.tasks.base import Task
 
@@ -53,6 +55,7 @@ class GroupSpec:
     hessian_every: int = 0
     gns_every: int = 1
     preconditioned: bool = False
+    repack: bool = True
 
     @property
     def measures(self) -> bool:
@@ -123,7 +126,11 @@ class GroupProgram:
         self._init = jax.jit(self._init_fn)
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
-        self.compiled_chunk: Callable | None = None
+        self._take = jax.jit(self._take_fn)
+        # Per group width (the runs axis): compiled chunk, its compile seconds, chunks run.
+        self.compiled: dict[int, Callable] = {}
+        self.compile_s: dict[int, float] = {}
+        self.chunks_at: dict[int, int] = {}
 
     # ------------------------------------------------------------ per-run pieces (vmapped)
     def _tx(self, hparams: dict[str, jax.Array]) -> optax.GradientTransformation:
@@ -283,6 +290,11 @@ class GroupProgram:
         rs, rows = jax.lax.scan(body, rs, steps)
         return self._shard_runs(rs), self._replicate(rows)
 
+    def _take_fn(self, rs: RunState, take: jax.Array, pad: jax.Array) -> RunState:
+        """The runs in slots `take` (every leaf, optimizer state and keys included), pads marked."""
+        rs = jax.tree.map(lambda x: jnp.take(x, take, axis=0), rs)
+        return self._shard_runs(rs._replace(status=jnp.where(pad, PADDING, rs.status)))
+
     def _shard_runs(self, rs: RunState) -> RunState:
         """Every state leaf has the runs axis first; pinning it keeps one compiled chunk valid."""
         return jax.lax.with_sharding_constraint(rs, NamedSharding(self.mesh, P("runs")))
@@ -306,14 +318,20 @@ class GroupProgram:
     def _final_fn(self, rs: RunState) -> dict:
         return self._replicate({"status": rs.status, "steps": rs.steps, "target_step": rs.target_step})
 
+    def take(self, rs: RunState, take: np.ndarray, pad: np.ndarray) -> RunState:
+        """A smaller group: the state's slots `take`, the `pad` ones marked PADDING."""
+        return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
+
     def chunk(self, rs: RunState, data: Any, eval_data: Any, eval_mask: jax.Array, first_step: int):
-        """Run one chunk; the first call compiles ahead of time so compile time is measured apart."""
+        """Run one chunk; the first call at a width compiles ahead, so compile time is apart."""
+        width = int(rs.status.shape[0])
         args = (rs, data, eval_data, eval_mask, jnp.asarray(first_step, jnp.int32))
-        if self.compiled_chunk is None:
+        if width not in self.compiled:
             start = time.perf_counter()
-            self.compiled_chunk = self._chunk.lower(*args).compile()
-            self.compile_s = time.perf_counter() - start
-        return self.compiled_chunk(*args)
+            self.compiled[width] = self._chunk.lower(*args).compile()
+            self.compile_s[width] = time.perf_counter() - start
+        self.chunks_at[width] = self.chunks_at.get(width, 0) + 1
+        return self.compiled[width](*args)
 
 
 def opt_lr(rs: RunState) -> jax.Array:
@@ -335,26 +353,15 @@ class RunResult:
     target_steps: list[int | None]
 
 
-def rows_to_records(rows: dict[str, np.ndarray], num_runs: int) -> list[list[dict[str, float]]]:
-    """Per run, the evaluation points it recorded in this chunk (rows shaped (steps, runs) or (runs,))."""
-    rows = {k: np.asarray(v) for k, v in rows.items()}
-    if rows["recorded"].ndim == 1:
-        rows = {k: v[None] for k, v in rows.items()}
-    names = [k for k in rows if k not in ("recorded", "status")]
-    out: list[list[dict[str, float]]] = [[] for _ in range(num_runs)]
-    for t, r in zip(*np.nonzero(rows["recorded"])):
-        if r < num_runs:
-            out[r].append({k: float(rows[k][t, r]) if k != "step" else int(rows[k][t, r]) for k in names})
-    return out
-
-
 def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
               eval_points: np.ndarray, on_records: Callable[[list[list[dict]], float], None],
               runs_axis: int = 1) -> tuple[list[RunResult], float]:
     """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
 
     The next chunk is dispatched before the previous chunk's metrics are read, so the device
-    never waits on the host. Returns the results and the compile time in seconds.
+    never waits on the host. With spec.repack, the state shrinks to the runs still running when
+    they fit a smaller width (scaling.repack). Returns the results and the compile seconds of
+    the chunk programs this group ran.
     """
     spec = program.spec
     pad = (-len(runs)) % runs_axis
@@ -367,28 +374,35 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     if spec.hessian_every:
         mask[eval_points[spec.hessian_every::spec.hessian_every]] = 2
     eval_mask = jnp.asarray(mask)
-    on_records(rows_to_records(jax.device_get(row0), len(runs)), time.perf_counter() - start)
-    pending = None
+    packing = Packing(len(runs), len(padded), spec.repack, runs_axis)
+    on_records(packing.records(jax.device_get(row0), packing.slots), time.perf_counter() - start)
+    widths, pending = set(), None
     for first in range(0, spec.total_steps, spec.chunk_steps):
+        cut = packing.plan()
+        if cut is not None:
+            final_view = program.final_view(rs)
+            rs = program.take(rs, *cut)
+            packing.repacked(*cut, final_view)
         rs, rows = program.chunk(rs, data, eval_data, eval_mask, first)
-        if pending is not None and _consume(pending, len(runs), start, on_records):
+        widths.add(len(packing.slots))
+        if pending is not None and _consume(pending, packing, start, on_records):
             pending = None
             break
-        pending = rows
+        pending = (rows, packing.slots)
     if pending is not None:
-        _consume(pending, len(runs), start, on_records)
-    final = jax.device_get(program.final_view(rs))
-    return [_result(final, i, spec) for i in range(len(runs))], program.compile_s
+        _consume(pending, packing, start, on_records)
+    final = packing.final(program.final_view(rs))
+    return [_result(final, i) for i in range(len(runs))], sum(program.compile_s[w] for w in widths)
 
 
-def _consume(rows: dict, num_runs: int, start: float, on_records: Callable) -> bool:
+def _consume(pending: tuple[dict, np.ndarray], packing: Packing, start: float,
+             on_records: Callable) -> bool:
     """Hand a chunk's metrics to the host; True when every real run has stopped."""
-    rows = jax.device_get(rows)
-    on_records(rows_to_records(rows, num_runs), time.perf_counter() - start)
-    status = np.asarray(rows["status"])[-1][:num_runs]
-    return bool(np.all(status != RUNNING))
+    rows, slots = jax.device_get(pending[0]), pending[1]
+    on_records(packing.records(rows, slots), time.perf_counter() - start)
+    return packing.update(np.asarray(rows["status"])[-1] == RUNNING, slots)
 
 
-def _result(final: dict, i: int, spec: GroupSpec) -> RunResult:
+def _result(final: dict, i: int) -> RunResult:
     targets = [int(s) if s >= 0 else None for s in final["target_step"][i]]
     return RunResult(STATUS_NAMES.get(int(final["status"][i]), "failed"), int(final["steps"][i]), targets)

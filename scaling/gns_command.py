@@ -2,6 +2,7 @@
 
 The run is the config narrowed to one batch size, one learning rate and its first seed, trained
 by sweep.run so the usual run files are written (and a finished run is not trained twice).
+The table prints as the run trains, one line per evaluation point when its chunk is read.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def narrow(cfg: Config, batch_size: int | None, lr: float | None) -> Config:
     return config_mod.from_dict(data)
 
 
-def format_rows(rows: list[dict[str, Any]]) -> list[str]:
+def format_rows(rows: list[dict[str, Any]], keys: list[tuple[str, str]] | None = None,
+                header: bool = True) -> list[str]:
     """A header and one line per evaluation point; columns the run did not record are left out."""
-    keys = [(k, name) for k, name in COLUMNS if any(k in r for r in rows)]
+    keys = keys or columns(rows)
     width = max(len(name) for _, name in keys) + 2
 
     def cell(value: Any) -> str:
@@ -40,18 +42,47 @@ def format_rows(rows: list[dict[str, Any]]) -> list[str]:
             return "-".rjust(width)
         return (f"{value:,}" if isinstance(value, int) else f"{value:.4g}").rjust(width)
 
-    return ["".join(name.rjust(width) for _, name in keys)] + [
-        "".join(cell(r.get(k)) for k, _ in keys) for r in rows]
+    lines = ["".join(cell(r.get(k)) for k, _ in keys) for r in rows]
+    return ["".join(name.rjust(width) for _, name in keys)] + lines if header else lines
+
+
+def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(k, name) for k, name in COLUMNS if any(k in r for r in rows)]
+
+
+class Table:
+    """Prints the table while the run trains: the header with the first rows, each step once."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, str]] | None = None
+        self.printed: set[int] = set()
+
+    def __call__(self, records: list[list[dict[str, Any]]], wall_s: float = 0.0) -> None:
+        self.show([row for rows in records for row in rows])
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        rows = [r for r in rows if r["step"] not in self.printed]
+        if not rows:
+            return
+        first = self.keys is None
+        self.keys = self.keys or columns(rows)
+        print("\n".join(format_rows(rows, self.keys, header=first)), flush=True)
+        self.printed.update(r["step"] for r in rows)
 
 
 def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False) -> dict[str, Any]:
-    """Train the narrowed run into `out`, draw OUT/noise_vs_loss.png; returns its store record."""
+    """Train the narrowed run into `out` printing its table, draw OUT/noise_vs_loss.png.
+
+    Returns the run's store record. A run finished earlier is not trained; its table prints whole.
+    """
     from scaling import sweep
     from scaling.grid import expand
     from scaling.plots import noise_scale_vs_loss
 
-    sweep.run(cfg, out, None, force, quiet)
+    table = Table()
+    sweep.run(cfg, out, None, force, quiet, on_records=table)
     (planned,) = expand(cfg)
     (record,) = [r for r in store.load(out) if r["run_id"] == planned.run_id]
+    table.show(record["metrics"])
     noise_scale_vs_loss([record], Path(out) / "noise_vs_loss.png", b_crit=None)
     return record

@@ -26,6 +26,7 @@ from scaling.parallel import is_leader, make_mesh, put_replicated
 from scaling.tasks import build_task
 from scaling.tasks.base import Task
 
+OnRecords = Callable[[list[list[dict]], float], None]  # per run, its new rows; wall seconds
 # Sections whose change makes earlier runs incomparable; the grid's axes may grow freely.
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name")
 
@@ -65,7 +66,7 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         divergence_factor=cfg.train.divergence_factor, stop_at_targets=cfg.train.stop_at_targets,
         measure_gns=cfg.gns.enabled, ema_decay=cfg.gns.ema_decay,
         hessian_every=cfg.gns.hessian_every if cfg.gns.enabled else 0, gns_every=cfg.gns.every,
-        preconditioned=cfg.gns.enabled and cfg.gns.preconditioned)
+        preconditioned=cfg.gns.enabled and cfg.gns.preconditioned, repack=cfg.train.repack)
     return spec, arith
 
 
@@ -73,9 +74,10 @@ class Writer:
     """Streams one group's metrics into its run folders and writes the summaries at the end."""
 
     def __init__(self, cfg: Config, out: Path, runs: list[PlannedRun], arith: plan.Arithmetic,
-                 task: Task, on_progress: Callable[[int], None]) -> None:
+                 task: Task, on_progress: Callable[[int], None],
+                 on_records: OnRecords | None = None) -> None:
         self.cfg, self.out, self.runs, self.arith, self.task = cfg, out, runs, arith, task
-        self.on_progress = on_progress
+        self.on_progress, self.on_records = on_progress, on_records
         self.last: list[dict[str, Any]] = [{} for _ in runs]
         self.wall_s = 0.0
         self.tokens_per_example = task.tokens_per_example(cfg.task.options)
@@ -111,6 +113,8 @@ class Writer:
                 if is_leader():
                     store.append_metrics(self.out, self.runs[i].run_id, rows)
         self.on_progress(furthest)
+        if self.on_records is not None:
+            self.on_records(records, wall_s)
 
     def finish(self, results: list, compile_s: float) -> list[dict[str, Any]]:
         summaries = []
@@ -217,13 +221,18 @@ def final_table(p: Prepared) -> str:
 
 
 def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
-        quiet: bool = False, shard: tuple[int, int] | None = None) -> list[dict[str, Any]]:
-    """Train every unfinished run of this shard of the grid (optionally only some batch sizes)."""
+        quiet: bool = False, shard: tuple[int, int] | None = None,
+        on_records: OnRecords | None = None) -> list[dict[str, Any]]:
+    """Train every unfinished run of this shard of the grid (optionally only some batch sizes).
+
+    `on_records(rows_per_run, wall_s)`, if given, sees each group's rows once per chunk, after
+    they are written (examples and tokens filled in).
+    """
     p = prepare(cfg, out, batch_sizes, force, shard)
     if is_leader():
         p.out.mkdir(parents=True, exist_ok=True)
         store.atomic_write(p.out / "sweep.yaml", config_mod.to_yaml(cfg))
-    session = Session(p, quiet)
+    session = Session(p, quiet, on_records)
     summaries = []
     for unit in p.mine:
         summaries += session.train([r for r in p.runs_of(unit) if r.run_id not in session.known])
@@ -257,32 +266,32 @@ def _extend(session: Session, size: int) -> list[dict[str, Any]]:
 class Session:
     """The devices, data and compiled programs of one invocation, built on first need."""
 
-    def __init__(self, p: Prepared, quiet: bool) -> None:
-        self.p, self.quiet = p, quiet
+    def __init__(self, p: Prepared, quiet: bool, on_records: OnRecords | None = None) -> None:
+        self.p, self.quiet, self.on_records = p, quiet, on_records
         self.known = {r.run_id: s for r in p.planned if (s := store.read_summary(p.out, r.run_id))}
         self.pending = {r.run_id: r for u in p.mine for r in p.runs_of(u) if r.run_id not in self.known}
         self.context: tuple | None = None
-        self.programs: dict[tuple[int, int], tuple[GroupProgram, Any]] = {}
+        self.programs: dict[int, tuple[GroupProgram, Any]] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
 
     def say(self, text: str) -> None:
         if not self.quiet and is_leader():
             print(text, flush=True)
 
-    def _program(self, size: int, width: int) -> tuple[GroupProgram, Any]:
-        """One program per (batch size, group width): a compiled chunk fixes the runs axis."""
+    def _program(self, size: int) -> tuple[GroupProgram, Any]:
+        """One program per batch size (it compiles its chunk once per group width)."""
         cfg = self.p.cfg
         if self.context is None:
             mesh = make_mesh(self.p.runs_axis, self.p.data_shards)
             task = build_task(cfg)
             self.context = (mesh, task, put_replicated(mesh, task.train_arrays() or {}),
                             put_replicated(mesh, _eval_data(task, cfg)))
-        if (size, width) not in self.programs:
+        if size not in self.programs:
             spec = self.p.specs[size][0]
-            self.programs[size, width] = (
+            self.programs[size] = (
                 GroupProgram(self.context[1], spec, self.context[0]),
                 eval_steps(spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade))
-        return self.programs[size, width]
+        return self.programs[size]
 
     def train(self, runs: list[PlannedRun]) -> list[dict[str, Any]]:
         """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each."""
@@ -291,10 +300,11 @@ class Session:
         for start in range(0, len(runs), limit):
             group = runs[start:start + limit]
             size = group[0].batch_size
-            program, points = self._program(size, len(group))
+            program, points = self._program(size)
             _, task, data, eval_data = self.context
             done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1], task,
-                                data, eval_data, points, self.p.runs_axis, self.quiet)
+                                data, eval_data, points, self.p.runs_axis, self.quiet,
+                                self.on_records)
             for r, s in zip(group, done):
                 self.known[r.run_id] = s
                 self.pending.pop(r.run_id, None)
@@ -324,7 +334,8 @@ class Session:
 
 def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[PlannedRun],
                  arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any, points: Any,
-                 runs_axis: int, quiet: bool) -> list[dict[str, Any]]:
+                 runs_axis: int, quiet: bool, on_records: OnRecords | None = None
+                 ) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
     desc = f"batch {group[0].batch_size}: {len(group)} runs"
@@ -334,7 +345,7 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
     def progress_bar(step: int) -> None:
         bar.update(max(0, step - bar.n))
 
-    writer = Writer(cfg, out, group, arith, task, progress_bar)
+    writer = Writer(cfg, out, group, arith, task, progress_bar, on_records)
     results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, points,
                                    writer, runs_axis)
     summaries = writer.finish(results, compile_s)

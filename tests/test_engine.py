@@ -36,6 +36,12 @@ def digits_cfg(**over) -> config_mod.Config:
 
 def train(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1):
     """Run one group; returns (results, per-run list of metric rows)."""
+    results, records, _ = train_program(cfg, runs, mesh, runs_axis)
+    return results, records
+
+
+def train_program(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1):
+    """`train`, also returning the GroupProgram (its per-width compile records)."""
     mesh = mesh or make_mesh(1, 1, jax.devices())
     size = cfg.batch.sizes[0]
     spec, _ = group_spec(cfg, size, mesh.shape["data"])
@@ -51,7 +57,7 @@ def train(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_axis: int
     eval_data = put_replicated(mesh, task.eval_arrays())
     points = eval_steps(spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade)
     results, _ = run_group(program, runs, data, eval_data, points, collect, runs_axis)
-    return results, records
+    return results, records, program
 
 
 def curves(records: list[list[dict]], key: str) -> np.ndarray:

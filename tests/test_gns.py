@@ -204,10 +204,20 @@ def test_measuring_every_fourth_step_still_matches_the_closed_form():
     assert values.std() / np.sqrt(seeds) < 0.1 * exact["trace_sigma"]
 
 
-def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys):
+def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys, monkeypatch):
     import json
 
+    from scaling import store
     from scaling.cli import main
+
+    printed_before = {}  # step of the rows being written -> table lines printed until then
+    append = store.append_metrics
+
+    def spy(out, run_id, rows):
+        printed_before[rows[0]["step"]] = capsys.readouterr().out
+        append(out, run_id, rows)
+
+    monkeypatch.setattr(store, "append_metrics", spy)
 
     config = tmp_path / "tiny.yaml"
     config.write_text("name: tiny\ntask: {name: digits}\nmodel: {name: mlp, hidden: [16]}\n"
@@ -216,7 +226,10 @@ def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys):
                       "eval: {every: 10, points_per_decade: 0}\ntrain: {chunk_steps: 10}\n")
     out = tmp_path / "out"
     assert main(["gns", str(config), "--out", str(out), "--batch-size", "64", "--quiet"]) == 0
-    printed = capsys.readouterr().out.splitlines()
+    printed = ("".join(printed_before.values()) + capsys.readouterr().out).splitlines()
+    # Streamed: when a chunk's rows are written, the rows before them are already printed.
+    assert sorted(printed_before) == [0, 10, 20, 30]
+    assert [len(printed_before[s].splitlines()) for s in (0, 10, 20, 30)] == [0, 2, 1, 1]
     run = out / "runs" / "bs64-lr0.05-seed0"  # the given batch size, the config's first lr
     assert sorted(p.name for p in (out / "runs").iterdir()) == [run.name]
     assert {"config.json", "metrics.jsonl", "summary.json"} <= {p.name for p in run.iterdir()}
@@ -227,6 +240,10 @@ def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys):
     assert [int(cells[0]) for cells in table] == [r["step"] for r in rows] == [0, 10, 20, 30]
     for cells, row in zip(table[1:], rows[1:]):  # step 0 has no estimate yet
         assert float(cells[-1]) == pytest.approx(row["b_simple"], rel=1e-3)
+    assert len(printed) == 1 + len(rows) + 1  # header, one line per row, the closing line
+    # Again: the finished run is not trained twice, and the table printed from its files is the same.
+    assert main(["gns", str(config), "--out", str(out), "--batch-size", "64", "--quiet"]) == 0
+    assert capsys.readouterr().out.splitlines() == printed
 
 
 def test_gns_command_refuses_bad_input_before_training(tmp_path, capsys):

@@ -1,0 +1,87 @@
+"""Repacking a group at chunk boundaries: fewer runs in the state, the same results for each run."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from scaling import config as config_mod
+from scaling.engine import RunSpec
+from scaling.parallel import make_mesh
+from scaling.repack import PAD, Packing, width_for
+from tests.test_engine import train_program
+
+# Momentum on the NQM (h_max = 1): the large rates diverge within a few steps, the middle ones
+# reach the target at different times, the smallest uses its whole budget. Shuffled, so the
+# runs still running are not the first slots of the group.
+RATES = [12.0, 0.3, 6.0, 0.003, 1.5, 0.1, 0.6, 0.03]
+
+
+def cfg_of(repack: bool) -> config_mod.Config:
+    return config_mod.from_dict({
+        "task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "momentum"},
+        "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3]},
+        "budget": {"max_steps": 200}, "eval": {"every": 5, "points_per_decade": 0},
+        "targets": ["eval_loss<=0.3"], "train": {"chunk_steps": 10, "repack": repack}})
+
+
+def train(repack: bool, runs: list[RunSpec], runs_axis: int = 1):
+    """One group on a (runs_axis, 8 / runs_axis) mesh; (results, per-run rows, program)."""
+    return train_program(cfg_of(repack), runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()),
+                         runs_axis)
+
+
+def assert_same_runs(a, b) -> None:
+    """Same status, steps and rows. XLA may order a reduction differently at another width; the
+    noise-scale estimates subtract O(1) squared norms, so they also get an absolute 1e-8."""
+    (res_a, rec_a, _), (res_b, rec_b, _) = a, b
+    assert [(r.status, r.steps, r.target_steps) for r in res_a] == \
+        [(r.status, r.steps, r.target_steps) for r in res_b]
+    for rows_a, rows_b in zip(rec_a, rec_b):
+        assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b]
+        for key in rows_a[0]:
+            np.testing.assert_allclose([r[key] for r in rows_a], [r[key] for r in rows_b],
+                                       rtol=1e-6, atol=1e-8, err_msg=key)
+
+
+def test_repacking_changes_no_run_and_shrinks_the_group():
+    runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES)]
+    on, off = train(True, runs), train(False, runs)
+    assert {r.status for r in on[0]} == {"completed", "diverged", "budget_exhausted"}
+    assert len({r.steps for r in on[0]}) >= 5  # runs stop at very different times
+    assert_same_runs(on, off)
+    assert off[2].chunks_at == {8: 20}
+    widths = on[2].chunks_at
+    assert set(widths) == {8, 4, 2, 1} and sum(widths.values()) == 20
+    assert sum(w * n for w, n in widths.items()) < 8 * 20 / 2
+
+
+def test_repacking_on_a_2x4_mesh_keeps_the_width_a_multiple_of_the_runs_axis():
+    runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES[1:])]  # 7: one pad
+    on, off = train(True, runs, runs_axis=2), train(False, runs, runs_axis=2)
+    assert_same_runs(on, off)
+    assert set(off[2].chunks_at) == {8}  # 7 runs and one padding copy
+    assert min(on[2].chunks_at) == 2 and all(w % 2 == 0 for w in on[2].chunks_at)
+    assert sum(on[2].chunks_at.values()) == sum(off[2].chunks_at.values())
+
+
+def test_width_is_the_runs_axis_times_a_power_of_two():
+    assert [width_for(n, 1) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
+    assert [width_for(n, 2) for n in (1, 2, 3, 5)] == [2, 2, 4, 8]
+    assert width_for(4, 3) == 6
+
+
+def test_packing_cuts_only_to_half_or_less_and_keeps_packed_out_facts():
+    packing = Packing(num_runs=5, width=6, enabled=True, runs_axis=2)
+    assert packing.plan() is None  # all running
+    packing.update(np.array([True, False, True, False, True, False]), packing.slots)
+    assert packing.plan() is None  # 3 running need width 4 > 6 / 2
+    packing.update(np.array([True, False, False, False, False, False]), packing.slots)
+    take, pad = packing.plan()
+    assert take.tolist() == [0, 0] and pad.tolist() == [False, True]
+    old = {"steps": np.array([10, 3, 7, 4, 5, 5])}
+    packing.repacked(take, pad, old)
+    assert packing.slots.tolist() == [0, PAD]
+    final = packing.final({"steps": np.array([20, 20])})
+    assert final["steps"].tolist() == [20, 3, 7, 4, 5]
+    assert Packing(5, 6, enabled=False, runs_axis=2).plan() is None
