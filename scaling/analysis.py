@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from scaling import store
-from scaling.config import ConfigError, parse_target
+from scaling.config import AXES, ConfigError, parse_target
 from scaling.lr_analysis import lr_rules
 from scaling.tradeoff import fit_tradeoff, regimes
 
@@ -123,6 +123,7 @@ class Grid:
     b_simple: list[np.ndarray] = field(default_factory=list)
     b_noise: list[np.ndarray] = field(default_factory=list)
     diverged: list[bool] = field(default_factory=list)
+    hyperparameters: dict[str, float] = field(default_factory=dict)  # list-valued axes only
 
     def means(self) -> np.ndarray:
         """Mean steps over seeds per LR; NaN unless every seed reached the target."""
@@ -137,13 +138,23 @@ def _nan(value: float | None) -> float:
     return math.nan if value is None else value
 
 
+def varying_hyperparameters(records: list[dict]) -> list[str]:
+    """Optimizer scalars (config.AXES) that take more than one value across the runs."""
+    values: dict[str, set] = {k: set() for k in AXES}
+    for rec in records:
+        for key in AXES:
+            values[key].add((rec["config"].get("optimizer") or {}).get(key))
+    return [k for k in AXES if len(values[k]) > 1]
+
+
 def run_table(records: list[dict], targets: list[str]) -> list[dict]:
     """One entry per run: identity, status and the interpolated steps/examples/noise per target."""
-    table = []
+    table, axes = [], varying_hyperparameters(records)
     for rec in records:
         cfg, rows = rec["config"], rec["metrics"]
         entry = {"run_id": rec["run_id"], "batch_size": int(cfg["batch_size"]),
                  "learning_rate": float(cfg["learning_rate"]), "seed": int(cfg["seed"]),
+                 "hyperparameters": {k: cfg["optimizer"][k] for k in axes},
                  "status": rec["summary"].get("status"), "steps_to_target": {},
                  "examples_to_target": {}, "b_simple": {}, "b_noise": {}}
         for name in targets:
@@ -158,23 +169,35 @@ def run_table(records: list[dict], targets: list[str]) -> list[dict]:
 
 
 def grids(table: list[dict], target: str) -> dict[int, Grid]:
-    """Group the run table by batch size and learning rate (seeds stacked) for one target."""
-    cells: dict[int, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    """Per batch size, the runs by learning rate (seeds stacked) for one target. With optimizer
+    scalars as grid axes, each combination is its own grid and the batch size keeps the one
+    with the fewest steps: those scalars are tuned per batch size like the learning rate."""
+    cells: dict[int, dict[tuple, dict[float, list[dict]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     for run in table:
-        cells[run["batch_size"]][run["learning_rate"]].append(run)
-    out = {}
-    for size in sorted(cells):
-        grid = Grid()
-        for lr in sorted(cells[size]):
-            runs = cells[size][lr]
-            grid.lrs.append(lr)
-            grid.steps.append(np.array([_nan(r["steps_to_target"][target]) for r in runs]))
-            grid.examples.append(np.array([_nan(r["examples_to_target"][target]) for r in runs]))
-            grid.b_simple.append(np.array([_nan(r["b_simple"][target]) for r in runs]))
-            grid.b_noise.append(np.array([_nan(r["b_noise"][target]) for r in runs]))
-            grid.diverged.append(any(r["status"] == "diverged" for r in runs))
-        out[size] = grid
-    return out
+        combo = tuple(sorted(run["hyperparameters"].items()))
+        cells[run["batch_size"]][combo][run["learning_rate"]].append(run)
+    return {size: min((_grid(by_lr, dict(combo), target) for combo, by_lr in combos.items()),
+                      key=_best_steps)
+            for size, combos in sorted(cells.items())}
+
+
+def _grid(by_lr: dict[float, list[dict]], hyperparameters: dict, target: str) -> Grid:
+    grid = Grid(hyperparameters=hyperparameters)
+    for lr in sorted(by_lr):
+        runs = by_lr[lr]
+        grid.lrs.append(lr)
+        grid.steps.append(np.array([_nan(r["steps_to_target"][target]) for r in runs]))
+        grid.examples.append(np.array([_nan(r["examples_to_target"][target]) for r in runs]))
+        grid.b_simple.append(np.array([_nan(r["b_simple"][target]) for r in runs]))
+        grid.b_noise.append(np.array([_nan(r["b_noise"][target]) for r in runs]))
+        grid.diverged.append(any(r["status"] == "diverged" for r in runs))
+    return grid
+
+
+def _best_steps(grid: Grid) -> float:
+    best = grid.best()
+    return math.inf if best is None else float(grid.means()[best])
 
 
 def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
@@ -203,7 +226,7 @@ def best_point(size: int, grid: Grid) -> dict | None:
         return None
     means, lrs = grid.means(), np.array(grid.lrs)
     edge = "low" if best == 0 else "high" if best == len(lrs) - 1 else None
-    return {"batch_size": size, "best_lr": float(lrs[best]),
+    return {"batch_size": size, "best_lr": float(lrs[best]), "hyperparameters": grid.hyperparameters,
             "refined_lr": refine_lr(lrs, means, best), "at_edge": edge,
             "steps": float(means[best]), "examples": float(grid.examples[best].mean()),
             "num_lrs": len(lrs), "num_reached": int(np.sum(np.isfinite(means))),
@@ -348,8 +371,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]))
                for i, t in enumerate(targets)]
     rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
-    runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "status",
-                               "steps_to_target", "examples_to_target")} for r in table]
+    runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
+                               "status", "steps_to_target", "examples_to_target")} for r in table]
     return {"version": 1, "sweep": _sweep_section(out, cfg, records, table),
             "primary_target": targets[0], "runs": runs, "targets": [e for e, _ in results],
             "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids)}

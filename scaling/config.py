@@ -66,14 +66,31 @@ class ModelConfig:
 
 @dataclass
 class OptimizerConfig:
-    """Optimizer family and its scalars; the scalars are data (vmapped), the family is not."""
+    """Optimizer family and its scalars; the scalars are data (vmapped), the family is not.
+
+    momentum, weight_decay and b2 may each be a list: a grid axis (every combination of the
+    listed values is a run, next to the learning rates and seeds; see `grid_axes`).
+    """
 
     name: str = "sgd"
-    momentum: float = 0.9
-    weight_decay: float = 0.0
+    momentum: float | list[float] = 0.9
+    weight_decay: float | list[float] = 0.0
     b1: float = 0.9
-    b2: float = 0.999
+    b2: float | list[float] = 0.999
     eps: float = 1e-8
+
+
+# Optimizer scalars that may be grid axes: each with its run-id label and its accepted range.
+AXES: dict[str, tuple[str, Any, str]] = {
+    "momentum": ("mom", lambda v: 0 <= v < 1, "0 <= momentum < 1"),
+    "weight_decay": ("wd", lambda v: v >= 0, ">= 0"),
+    "b2": ("b2", lambda v: 0 <= v < 1, "0 <= b2 < 1"),
+}
+
+
+def grid_axes(o: OptimizerConfig) -> dict[str, list[float]]:
+    """The list-valued optimizer scalars, in AXES order: the grid's extra axes."""
+    return {k: getattr(o, k) for k in AXES if isinstance(getattr(o, k), list)}
 
 
 @dataclass
@@ -444,10 +461,8 @@ def validate(cfg: Config) -> None:
     task.validate(cfg)
     _need(cfg.optimizer.name in OPTIMIZERS, "optimizer.name", cfg.optimizer.name,
           f"one of {', '.join(OPTIMIZERS)}")
-    _need(0 <= cfg.optimizer.momentum < 1, "optimizer.momentum", cfg.optimizer.momentum, "0 <= momentum < 1")
-    _need(cfg.optimizer.weight_decay >= 0, "optimizer.weight_decay", cfg.optimizer.weight_decay, ">= 0")
+    _validate_axes(cfg)
     _need(0 <= cfg.optimizer.b1 < 1, "optimizer.b1", cfg.optimizer.b1, "0 <= b1 < 1")
-    _need(0 <= cfg.optimizer.b2 < 1, "optimizer.b2", cfg.optimizer.b2, "0 <= b2 < 1")
     _need(cfg.optimizer.eps > 0, "optimizer.eps", cfg.optimizer.eps, "> 0")
     s = cfg.schedule
     _need(s.name in SCHEDULES, "schedule.name", s.name, f"one of {', '.join(SCHEDULES)}")
@@ -499,6 +514,31 @@ def validate(cfg: Config) -> None:
           cfg.gns.preconditioned, f"false for optimizer {cfg.optimizer.name} (true needs adam or adamw)")
     _need(not cfg.gns.preconditioned or cfg.gns.enabled, "gns.preconditioned", cfg.gns.preconditioned,
           "false while gns.enabled is false")
+
+
+def _validate_axes(cfg: Config) -> None:
+    """Each of momentum, weight_decay, b2: a number in range, or a list of them that the
+    optimizer uses (a list is a grid axis, and its values become part of the run ids)."""
+    from scaling.optimizers import HYPERPARAMS
+
+    o = cfg.optimizer
+    for name, (_, ok, accepted) in AXES.items():
+        key, value = f"optimizer.{name}", getattr(o, name)
+        if not isinstance(value, list):
+            _need(ok(value), key, value, accepted)
+            continue
+        _need(len(value) > 0, key, value, f"a number or a non-empty list of numbers ({accepted})")
+        _need(name in HYPERPARAMS[o.name], key, value,
+              f"a single number: optimizer {o.name} does not use {name}, so it cannot be a "
+              f"grid axis (a list); {name} is used by "
+              + ", ".join(n for n, used in HYPERPARAMS.items() if name in used))
+        for i, v in enumerate(value):
+            _need(ok(v), f"{key}[{i}]", v, accepted)
+        _need(len({f"{v:.6g}" for v in value}) == len(value), key, value,
+              "distinct values (to 6 significant digits, as run ids show them)")
+        _need(cfg.learning_rate.mode != "centered", key, value,
+              "a single number with learning_rate.mode: centered (a centred grid extends at "
+              "the best learning rate of each batch size, over all of its runs)")
 
 
 def _validate_budget(cfg: Config, task: Any) -> None:

@@ -6,11 +6,12 @@ to extend a learning-rate grid are pure functions of the config (and of the summ
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from scaling.config import Config, ConfigError, centered_lr, learning_rates
+from scaling.config import AXES, Config, ConfigError, centered_lr, grid_axes, learning_rates
 from scaling.engine import RunSpec
 
 SIDES = ("low", "high")
@@ -33,9 +34,15 @@ class Unit:
     cost: int
 
 
-def run_id(batch_size: int, spec: RunSpec) -> str:
-    """Readable and deterministic: the same hyperparameters always give the same folder name."""
-    return re.sub(r"[^A-Za-z0-9.+_-]", "_", f"bs{batch_size}-lr{spec.learning_rate:.6g}-seed{spec.seed}")
+def run_id(batch_size: int, spec: RunSpec, axes: Iterable[str] = ()) -> str:
+    """Readable and deterministic: the same hyperparameters always give the same folder name.
+
+    `axes`: the optimizer scalars that are grid axes (config.grid_axes); each adds its value,
+    e.g. -mom0.9, so runs that differ only there get their own folders.
+    """
+    text = f"bs{batch_size}-lr{spec.learning_rate:.6g}-seed{spec.seed}"
+    text += "".join(f"-{AXES[k][0]}{getattr(spec, k):.6g}" for k in axes)
+    return re.sub(r"[^A-Za-z0-9.+_-]", "_", text)
 
 
 def grid_indices(cfg: Config, batch_size: int, extensions: list[dict[str, Any]]) -> range:
@@ -57,18 +64,22 @@ def batch_learning_rates(cfg: Config, batch_size: int, extensions: list[dict[str
 
 
 def runs_for(cfg: Config, batch_size: int, rates: Iterable[float]) -> list[PlannedRun]:
+    """One batch size's runs: learning rates x seeds x every combination of the axes' values."""
     o = cfg.optimizer
+    axes = grid_axes(o)
     runs = []
     for lr in rates:
         for seed in cfg.seeds:
-            spec = RunSpec(lr, seed, o.momentum, o.weight_decay, o.b1, o.b2, o.eps)
-            runs.append(PlannedRun(run_id(batch_size, spec), batch_size, spec))
+            for values in itertools.product(*axes.values()):
+                scalars = {**{k: getattr(o, k) for k in AXES}, **dict(zip(axes, values))}
+                spec = RunSpec(lr, seed, b1=o.b1, eps=o.eps, **scalars)
+                runs.append(PlannedRun(run_id(batch_size, spec, axes), batch_size, spec))
     return runs
 
 
 def expand(cfg: Config, batch_sizes: list[int] | None = None,
            extensions: list[dict[str, Any]] | None = None) -> list[PlannedRun]:
-    """Every run of the grid, in a fixed order (batch size, learning rate, seed)."""
+    """Every run of the grid, in a fixed order (batch size, learning rate, seed, axes)."""
     return [r for size in batch_sizes or cfg.batch.sizes
             for r in runs_for(cfg, size, batch_learning_rates(cfg, size, extensions or []))]
 

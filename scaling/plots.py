@@ -106,7 +106,7 @@ def examples_vs_steps(analysis: dict, records: list[dict], path: Path) -> Path |
             # E/E_min - 1 = 1/(S/S_min - 1): stop where E (or S) is 3x the largest measured
             k = max(3 * max(p["examples"] for p in pts) / e_min, 4) - 1
             k_s = max(3 * max(p["steps"] for p in pts) / s_min, 4) - 1
-            s = geom(s_min * (1 + 1 / k), s_min * (1 + k_s))
+            s = [x for x in geom(s_min * (1 + 1 / k), s_min * (1 + k_s)) if x > s_min]
             ax.plot(s, [e_min * x / (x - s_min) for x in s], "-", color=c, lw=1.5,
                     label=f"fit ($S_{{min}}$={g(s_min)}, $E_{{min}}$={g(e_min)})")
             ax.plot([2 * s_min], [2 * e_min], "*", color=c, ms=13, mec="black", mew=0.6,
@@ -259,16 +259,21 @@ def bcrit_vs_target(analysis: dict, records: list[dict], path: Path) -> Path | N
 
 
 def _cells(analysis: dict, target: str) -> dict[tuple[int, float], dict]:
-    """(batch size, LR) -> {'steps': mean over seeds or None, 'diverged', 'reached'}."""
-    cells: dict[tuple[int, float], list[dict]] = {}
+    """(batch size, LR) -> {'steps': mean over seeds or None, 'diverged', 'reached'}; with
+    optimizer scalars as grid axes, the cell shows their best combination."""
+    groups: dict[tuple, list[dict]] = {}
     for r in analysis.get("runs") or []:
-        cells.setdefault((r["batch_size"], r["learning_rate"]), []).append(r)
-    out = {}
-    for key, runs in cells.items():
+        combo = tuple(sorted((r.get("hyperparameters") or {}).items()))
+        groups.setdefault((r["batch_size"], r["learning_rate"], combo), []).append(r)
+    out: dict[tuple[int, float], dict] = {}
+    for (size, lr, _), runs in groups.items():
         steps = [(r.get("steps_to_target") or {}).get(target) for r in runs]
         reached = all(positive(s) for s in steps)
-        out[key] = {"steps": sum(steps) / len(steps) if reached else None, "reached": reached,
-                    "diverged": any(r.get("status") == "diverged" for r in runs)}
+        cell = {"steps": sum(steps) / len(steps) if reached else None, "reached": reached,
+                "diverged": any(r.get("status") == "diverged" for r in runs)}
+        old = out.get((size, lr))
+        if old is None or (reached and (not old["reached"] or cell["steps"] < old["steps"])):
+            out[size, lr] = cell
     return out
 
 

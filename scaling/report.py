@@ -69,15 +69,20 @@ def _model(cfg: Config) -> str:
     return m.name + (f" ({shape[m.name]})" if m.name in shape else "")
 
 
+def _scalar(value: float | list[float]) -> str:
+    """A setting that may be a grid axis (a list): 0.9, or [0, 0.9]."""
+    return f"[{', '.join(f'{v:g}' for v in value)}]" if isinstance(value, list) else f"{value:g}"
+
+
 def _optimizer(cfg: Config) -> str:
     o = cfg.optimizer
     extra = []
     if "momentum" in o.name or "nesterov" in o.name:
-        extra.append(f"momentum {o.momentum:g}")
+        extra.append(f"momentum {_scalar(o.momentum)}")
     if "adam" in o.name or "lamb" in o.name:
-        extra.append(f"b1 {o.b1:g}, b2 {o.b2:g}, eps {o.eps:g}")
+        extra.append(f"b1 {o.b1:g}, b2 {_scalar(o.b2)}, eps {o.eps:g}")
     if o.weight_decay:
-        extra.append(f"weight decay {o.weight_decay:g}")
+        extra.append(f"weight decay {_scalar(o.weight_decay)}")
     return o.name + (f" ({', '.join(extra)})" if extra else "")
 
 

@@ -27,8 +27,26 @@ from scaling.tasks import build_task
 from scaling.tasks.base import Task
 
 OnRecords = Callable[[list[list[dict]], float], None]  # per run, its new rows; wall seconds
-# Sections whose change makes earlier runs incomparable; the grid's axes may grow freely.
+# Sections whose change makes earlier runs incomparable; the grid's axes may grow freely
+# (so may list-valued optimizer scalars, config.AXES: see _differences).
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name")
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, value there, value here) of every non-grid setting that changed.
+
+    An optimizer scalar that is a list on either side is a grid axis and may change like the
+    learning rates; as a number on both sides it must stay the same.
+    """
+    out = [(k, old.get(k), new[k]) for k in new
+           if k not in GRID_KEYS and k != "optimizer" and old.get(k) != new[k]]
+    old_opt, new_opt = dict(old.get("optimizer") or {}), dict(new["optimizer"])
+    for k in config_mod.AXES:
+        if isinstance(old_opt.get(k), list) or isinstance(new_opt.get(k), list):
+            old_opt.pop(k, None)
+            new_opt.pop(k, None)
+    return out + [(f"optimizer.{k}", old_opt.get(k), new_opt.get(k))
+                  for k in {**old_opt, **new_opt} if old_opt.get(k) != new_opt.get(k)]
 
 
 def check_folder(cfg: Config, out: Path, force: bool) -> None:
@@ -36,15 +54,14 @@ def check_folder(cfg: Config, out: Path, force: bool) -> None:
     path = out / "sweep.yaml"
     if not path.is_file() or force:
         return
-    old = yaml.safe_load(path.read_text()) or {}
-    new = config_mod.to_dict(cfg)
-    differ = [k for k in new if k not in GRID_KEYS and old.get(k) != new[k]]
+    differ = _differences(yaml.safe_load(path.read_text()) or {}, config_mod.to_dict(cfg))
     if differ:
+        key, there, here = differ[0]
         raise ConfigError(
-            f"{out}: holds a sweep with a different {', '.join(differ)} ({differ[0]}: "
-            f"{old.get(differ[0])!r} there, {new[differ[0]]!r} here); use a new --out folder, "
-            "or --force to add these runs anyway. To extend a sweep on purpose, change only "
-            "batch sizes, learning rates or seeds.")
+            f"{out}: holds a sweep with a different {', '.join(d[0] for d in differ)} ({key}: "
+            f"{there!r} there, {here!r} here); use a new --out folder, or --force to add these "
+            "runs anyway. To extend a sweep on purpose, change only batch sizes, learning rates, "
+            "seeds, or optimizer momentum/weight_decay/b2 given as lists (grid axes).")
 
 
 def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpec, plan.Arithmetic]:

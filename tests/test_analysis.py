@@ -194,11 +194,13 @@ def test_b_simple_at_pools_the_intervals_near_the_crossing():
     assert A.b_simple_at([{"step": 0}, {"step": 10, "b_simple": 7.0}], 10.0) == 7.0  # no intervals
 
 
-def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str) -> None:
+def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str,
+             momentum: float = 0.9) -> None:
     """A run folder evaluated every 10 steps with the given eval_loss curve."""
-    run_id = f"bs{size}-lr{lr:g}-seed{seed}"
+    run_id = f"bs{size}-lr{lr:g}-seed{seed}-mom{momentum:g}"
     store.start_run(out, run_id, {"run_id": run_id, "batch_size": size, "learning_rate": lr,
-                                  "seed": seed, "targets": ["eval_loss<=1.0"]})
+                                  "seed": seed, "targets": ["eval_loss<=1.0"],
+                                  "optimizer": {"name": "momentum", "momentum": momentum}})
     rows = [{"step": 10 * i, "examples": 10 * i * size, "tokens": None, "eval_loss": loss,
              "eval_accuracy": 0.5 if i else 0.1, "b_simple": None if i == 0 else 10.0 * i}
             for i, loss in enumerate(losses)]
@@ -240,9 +242,26 @@ def test_messy_sweep_is_analysed_and_reported(messy_sweep: Path):
     assert "not reached at B = 32" in A.summary_table(a)
 
 
-RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "status", "steps_to_target",
-            "examples_to_target"}
-POINT_KEYS = {"batch_size", "best_lr", "refined_lr", "at_edge", "steps", "examples", "num_lrs",
+def test_optimizer_axes_are_tuned_per_batch_size_like_the_learning_rate(tmp_path: Path):
+    """Momentum 0.0 is faster at B=8 and 0.9 at B=16: each batch size keeps its best."""
+    for lr in (0.1, 0.3):
+        fake_run(tmp_path, 8, lr, 0, [3.0, 2.0, 0.5], "completed", momentum=0.0)  # 16.7 steps
+        fake_run(tmp_path, 8, lr, 0, [3.0, 2.0, 1.5, 0.5], "completed", momentum=0.9)  # 25
+        fake_run(tmp_path, 16, lr, 0, [3.0, 2.0, 1.5, 0.5], "completed", momentum=0.0)  # 25
+        fake_run(tmp_path, 16, lr, 0, [3.0, 0.5], "completed", momentum=0.9)  # 8
+    a = A.analyze(tmp_path, bootstrap=0)
+    points = {p["batch_size"]: p for p in a["targets"][0]["points"]}
+    assert points[8]["hyperparameters"] == {"momentum": 0.0}
+    assert points[8]["steps"] == pytest.approx(10 + 10 * (1.0 - 2.0) / (0.5 - 2.0))
+    assert (points[16]["hyperparameters"], points[16]["steps"]) == ({"momentum": 0.9}, 8.0)
+    assert points[8]["num_lrs"] == 2  # the two learning rates of one momentum, not four cells
+    assert sorted(r["hyperparameters"]["momentum"] for r in a["runs"]) == [0.0] * 4 + [0.9] * 4
+
+
+RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "hyperparameters", "status",
+            "steps_to_target", "examples_to_target"}
+POINT_KEYS = {"batch_size", "best_lr", "hyperparameters", "refined_lr", "at_edge", "steps",
+              "examples", "num_lrs",
               "num_reached", "num_diverged", "b_simple", "b_noise"}
 TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
                "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",

@@ -70,7 +70,7 @@ def test_quickstart_loads():
     assert cfg.model.name == "mlp"
     assert cfg.optimizer.name == "momentum"
     assert cfg.batch.sizes == [2 ** k for k in range(4, 13)]
-    assert cfg.budget.max_examples == 400000
+    assert cfg.budget.max_examples == 320000
     assert cfg.targets == ["eval_loss<=1.2", "eval_accuracy>=0.7", "eval_loss<=0.7"]
 
 
@@ -533,3 +533,44 @@ def test_centered_mode_needs_a_target_to_extend():
 def test_span_only_with_centered_mode():
     fails(nqm(learning_rate={"values": [0.1], "span": 2.0}), "learning_rate.span: got 2.0",
           "mode: centered")
+
+
+# ---------------------------------------------------------------- optimizer scalars as grid axes
+
+
+def test_optimizer_scalars_accept_lists_of_numbers():
+    cfg = from_dict(nqm(optimizer={"name": "adamw", "weight_decay": [0, 1e-4], "b2": [0.99]}))
+    assert cfg.optimizer.weight_decay == [0.0, 1e-4] and cfg.optimizer.b2 == [0.99]
+    assert all(isinstance(v, float) for v in cfg.optimizer.weight_decay)
+    assert from_dict(yaml.safe_load(to_yaml(cfg))).optimizer == cfg.optimizer
+
+
+@pytest.mark.parametrize("optimizer, fragments", [
+    ({"name": "momentum", "momentum": []}, ["optimizer.momentum: got []", "non-empty list"]),
+    ({"name": "momentum", "momentum": [0.9, "a"]},
+     ["optimizer.momentum: got [0.9, 'a']", "expected a number or a list of numbers"]),
+    ({"name": "momentum", "momentum": [0.5, 1.0]},
+     ["optimizer.momentum[1]: got 1.0", "0 <= momentum < 1"]),
+    ({"name": "sgd", "weight_decay": [0.0, -1e-4]}, ["optimizer.weight_decay[1]: got -0.0001", ">= 0"]),
+    ({"name": "adam", "b2": [0.9, 1.0]}, ["optimizer.b2[1]: got 1.0", "0 <= b2 < 1"]),
+    ({"name": "momentum", "momentum": [0.9, 0.9]}, ["optimizer.momentum: got [0.9, 0.9]", "distinct"]),
+    ({"name": "sgd", "momentum": [0.0, 0.9]},
+     ["optimizer.momentum: got [0.0, 0.9]", "optimizer sgd does not use momentum",
+      "used by momentum, nesterov"]),
+    ({"name": "adam", "momentum": [0.0, 0.9]}, ["optimizer adam does not use momentum"]),
+    ({"name": "momentum", "b2": [0.99, 0.999]},
+     ["optimizer.b2: got [0.99, 0.999]", "optimizer momentum does not use b2", "adam, adamw"]),
+])
+def test_bad_optimizer_axes(optimizer, fragments):
+    fails(nqm(optimizer=optimizer), *fragments)
+
+
+def test_unused_scalar_is_still_fine_and_still_range_checked():
+    from_dict(nqm(optimizer={"name": "adam", "momentum": 0.5}))
+    fails(nqm(optimizer={"name": "adam", "momentum": 1.5}), "optimizer.momentum: got 1.5")
+
+
+def test_optimizer_axes_are_refused_with_a_centred_grid():
+    fails(nqm(targets=["eval_loss<=0.5"], learning_rate=CENTERED,
+              optimizer={"name": "momentum", "momentum": [0.0, 0.9]}),
+          "optimizer.momentum: got [0.0, 0.9]", "learning_rate.mode: centered")

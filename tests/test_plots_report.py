@@ -140,6 +140,15 @@ def test_write_all_writes_every_figure(tmp_path):
         assert p.stat().st_size > 10_000
 
 
+def test_a_fit_with_no_examples_term_still_draws(tmp_path):
+    """E_min -> 0 (steps flat in B): the hyperbola's start would equal S_min and divide by 0."""
+    a = synthetic_analysis()
+    fit = a["targets"][0]["fit"]
+    fit["e_min"], fit["b_crit"] = 1e-300, 1e-300 / fit["s_min"]
+    path = plots.examples_vs_steps(a, synthetic_records(), tmp_path / "e.png")
+    assert path.read_bytes()[:8] == PNG
+
+
 def test_write_all_skips_figures_without_data(tmp_path):
     a = sparse_analysis()
     names = {p.name for p in plots.write_all(a, synthetic_records(False), tmp_path)}

@@ -395,3 +395,120 @@ def test_every_config_loads_and_plans(path):
     assert all(r.total_steps > 0 for r in rows) and grid.expand(cfg)
     assert math.isfinite(sum(r.examples for r in rows))
     assert path.read_text().startswith("#"), "a config starts with a comment saying how to run it"
+
+
+# ---------------------------------------------------------------- optimizer scalars as grid axes
+
+
+def axes_cfg(**optimizer) -> config.Config:
+    return cfg_of(optimizer={"name": "momentum", **optimizer}, seeds=[0], train={})
+
+
+def test_scalar_optimizer_settings_keep_the_old_run_ids():
+    # Ids computed with the code before optimizer axes existed: existing folders must resume.
+    cfg = config.from_dict({
+        "task": {"name": "nqm", "dim": 10}, "budget": {"max_steps": 10}, "seeds": [0, 7],
+        "optimizer": {"name": "momentum", "momentum": 0.95, "weight_decay": 1e-4},
+        "batch": {"sizes": [8, 64]}, "learning_rate": {"values": [0.1, 1e-3 / 3]}})
+    assert [r.run_id for r in grid.expand(cfg)] == [
+        "bs8-lr0.1-seed0", "bs8-lr0.1-seed7", "bs8-lr0.000333333-seed0", "bs8-lr0.000333333-seed7",
+        "bs64-lr0.1-seed0", "bs64-lr0.1-seed7", "bs64-lr0.000333333-seed0",
+        "bs64-lr0.000333333-seed7"]
+    assert {r.spec.momentum for r in grid.expand(cfg)} == {0.95}
+
+
+def test_one_list_axis_multiplies_the_grid():
+    cfg = axes_cfg(momentum=[0.0, 0.9], weight_decay=1e-4)
+    runs = grid.expand(cfg)
+    assert len(runs) == 2 * 2 * 1 * 2
+    assert [r.run_id for r in runs if r.batch_size == 8] == [
+        "bs8-lr0.1-seed0-mom0", "bs8-lr0.1-seed0-mom0.9", "bs8-lr0.5-seed0-mom0",
+        "bs8-lr0.5-seed0-mom0.9"]
+    assert all(r.spec.momentum == float(r.run_id.rsplit("mom", 1)[1]) for r in runs)
+    assert {r.spec.weight_decay for r in runs} == {1e-4}
+    assert [len(u.runs) for u in grid.units(cfg, runs, {8: 1, 16: 1})] == [4, 4]
+
+
+def test_two_list_axes_give_every_combination():
+    cfg = cfg_of(optimizer={"name": "adamw", "weight_decay": [0.0, 1e-4, 1e-3], "b2": [0.99, 0.999]},
+                 seeds=[0, 1], learning_rate__values=[0.1])
+    runs = grid.expand(cfg)
+    assert len(runs) == 2 * 1 * 2 * 3 * 2 and len({r.run_id for r in runs}) == len(runs)
+    assert [r.run_id for r in runs[:7]] == [
+        "bs8-lr0.1-seed0-wd0-b20.99", "bs8-lr0.1-seed0-wd0-b20.999",
+        "bs8-lr0.1-seed0-wd0.0001-b20.99", "bs8-lr0.1-seed0-wd0.0001-b20.999",
+        "bs8-lr0.1-seed0-wd0.001-b20.99", "bs8-lr0.1-seed0-wd0.001-b20.999",
+        "bs8-lr0.1-seed1-wd0-b20.99"]
+    assert {(r.spec.weight_decay, r.spec.b2) for r in runs} == {
+        (wd, b2) for wd in (0.0, 1e-4, 1e-3) for b2 in (0.99, 0.999)}
+
+
+def _folder_with(tmp_path: Path, cfg: config.Config) -> Path:
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "sweep.yaml").write_text(config.to_yaml(cfg))
+    return out
+
+
+@pytest.mark.parametrize("before, after", [
+    ([0.0, 0.9], [0.0, 0.5, 0.9]),
+    ([0.0, 0.9], [0.5]),
+    (0.9, [0.0, 0.9]),
+    ([0.0, 0.9], 0.9),
+])
+def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after):
+    out = _folder_with(tmp_path, axes_cfg(momentum=before))
+    sweep.check_folder(axes_cfg(momentum=after), out, force=False)
+
+
+@pytest.mark.parametrize("before, after, fragments", [
+    ({"momentum": 0.9}, {"momentum": 0.95},
+     ["different optimizer.momentum (optimizer.momentum: 0.9 there, 0.95 here)", "--force",
+      "given as lists"]),
+    ({"momentum": [0.0, 0.9]}, {"momentum": [0.0, 0.9, 0.5], "weight_decay": 1e-4},
+     ["different optimizer.weight_decay (optimizer.weight_decay: 0.0 there, 0.0001 here)"]),
+    ({"momentum": [0.0, 0.9]}, {"momentum": [0.0], "name": "nesterov"},
+     ["different optimizer.name (optimizer.name: 'momentum' there, 'nesterov' here)"]),
+])
+def test_other_optimizer_changes_are_still_refused(tmp_path, before, after, fragments):
+    out = _folder_with(tmp_path, axes_cfg(**before))
+    with pytest.raises(ConfigError) as info:
+        sweep.check_folder(axes_cfg(**after), out, force=False)
+    for fragment in fragments:
+        assert fragment in str(info.value)
+    sweep.check_folder(axes_cfg(**after), out, force=True)
+
+
+@pytest.mark.slow
+def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path):
+    out = tmp_path / "o"
+    first = sweep.run(axes_cfg(momentum=[0.0, 0.9]), out, quiet=True)
+    assert len(first) == 8 and {s["group_size"] for s in first} == {4}
+    by_id = {s["run_id"]: s for s in first}
+    for rid in by_id:
+        momentum = json.loads((out / "runs" / rid / "config.json").read_text())["optimizer"]["momentum"]
+        assert momentum == float(rid.rsplit("mom", 1)[1])
+    for size in (8, 16):
+        for lr in (0.1, 0.5):
+            a, b = (by_id[f"bs{size}-lr{lr}-seed0-mom{m}"]["final"] for m in ("0", "0.9"))
+            assert math.isfinite(a["eval_loss"]) and math.isfinite(b["eval_loss"])
+            assert a["eval_loss"] != b["eval_loss"] and a["train_loss"] != b["train_loss"]
+    alone = sweep.run(axes_cfg(momentum=0.0), tmp_path / "scalar", batch_sizes=[8], quiet=True)
+    for s in alone:  # each run of the axis trains as it would in a sweep of its own value
+        assert s["final"]["eval_loss"] == pytest.approx(
+            by_id[s["run_id"] + "-mom0"]["final"]["eval_loss"], rel=1e-5)
+    stamp = {p: p.stat().st_mtime_ns for p in _summaries(out)}
+    new = sweep.run(axes_cfg(momentum=[0.0, 0.9, 0.5]), out, quiet=True)
+    assert sorted(s["run_id"] for s in new) == sorted(
+        f"bs{b}-lr{lr}-seed0-mom0.5" for b in (8, 16) for lr in (0.1, 0.5))
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
+    assert len(store.load(out)) == 12
+
+
+def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_path, capsys):
+    path, out = write_config(tmp_path, optimizer={"name": "momentum"}), tmp_path / "o"
+    assert main(["sweep", path, "optimizer.momentum=[0.0, 0.9]", "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("to do  bs") == 16 and "to do  bs16-lr0.5-seed1-mom0.9" in text
+    assert main(["sweep", path, "optimizer.b2=[0.9, 0.99]", "--out", str(out)]) == 2
+    assert "optimizer momentum does not use b2" in capsys.readouterr().err and not out.exists()
