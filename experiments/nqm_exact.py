@@ -1,0 +1,124 @@
+"""The NQM study against its closed form: B_crit and the whole S(B) curve, sweep vs exact.
+
+Run after the sweep (python experiments/run_study.py nqm). For every target of the sweep, the
+exact reference takes the expected-loss curve of SGD (scaling.tasks.nqm, closed form), the best
+constant learning rate per batch size over a fine grid spanning the sweep's range, steps to
+target from it, and fits S(B) = S_min + E_min / B the way the analysis does. Writes
+<dir>/exact.json, <dir>/exact.md and <dir>/figures/nqm_exact.png.
+
+    python experiments/nqm_exact.py results/nqm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from scaling import config as config_mod, store, tradeoff
+from scaling.config import learning_rates, parse_target
+from scaling.plan import for_config
+from scaling.tasks.nqm import optimal_steps_to_target
+
+FINE_LRS = 200  # reference learning rates, log-spaced over the sweep's range
+
+
+def exact_target(cfg: config_mod.Config, target: str) -> dict:
+    """Exact steps to `target` per batch size at the best LR, and the S(B) fit through them."""
+    metric, op, value = parse_target(target)
+    if (metric, op) != ("eval_loss", "<="):
+        raise SystemExit(f"error: {target}: the exact reference covers eval_loss<=x targets only")
+    sizes = cfg.batch.sizes
+    grid = sorted({lr for b in sizes for lr in learning_rates(cfg.learning_rate, b)})
+    lrs = np.geomspace(grid[0], grid[-1], FINE_LRS)
+    steps = [optimal_steps_to_target(cfg.task.options, [b], value, lrs,
+                                     for_config(cfg, b, 1).total_steps)[0] for b in sizes]
+    reached = [(b, s) for b, s in zip(sizes, steps) if s]
+    fit = None
+    if len(reached) >= 2:
+        s_min, e_min = tradeoff.fit_tradeoff(*zip(*reached))
+        fit = {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min}
+    return {"name": target, "steps": dict(zip(map(str, sizes), steps)), "fit": fit}
+
+
+def compare(out: Path) -> dict:
+    cfg = config_mod.load(out / "sweep.yaml")
+    if cfg.task.name != "nqm" or cfg.optimizer.name != "sgd":
+        raise SystemExit(f"error: {out}: the exact reference needs an nqm sweep with sgd")
+    analysis = json.loads((out / "analysis.json").read_text())
+    rows = []
+    for entry in analysis["targets"]:
+        exact = exact_target(cfg, entry["name"])
+        exact["sweep"] = {"b_crit": entry["b_crit"], "b_crit_ci": entry["b_crit_ci"],
+                          "steps": {str(p["batch_size"]): p["steps"] for p in entry["points"]}}
+        if exact["fit"] and entry["b_crit"]:
+            exact["b_crit_ratio"] = entry["b_crit"] / exact["fit"]["b_crit"]
+        rows.append(exact)
+    return {"lr_range": [min(analysis["sweep"]["learning_rates"]),
+                         max(analysis["sweep"]["learning_rates"])],
+            "fine_lrs": FINE_LRS, "targets": rows}
+
+
+def markdown(result: dict) -> str:
+    lines = ["# NQM: sweep against the closed form", "",
+             "Exact: expected loss of SGD in closed form, best of "
+             f"{result['fine_lrs']} constant learning rates in [{result['lr_range'][0]:.3g}, "
+             f"{result['lr_range'][1]:.3g}] per batch size. Sweep: the measured runs "
+             "(mean over seeds at the best grid learning rate).", "",
+             "| target | exact B_crit | sweep B_crit | 95% interval | sweep / exact |",
+             "|---|---|---|---|---|"]
+    for t in result["targets"]:
+        ex, sw = t["fit"], t["sweep"]
+        ci = sw["b_crit_ci"]
+        lines.append(f"| {t['name']} | {_g(ex and ex['b_crit'])} | {_g(sw['b_crit'])} | "
+                     + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
+                     + f" | {_g(t.get('b_crit_ratio'), '.2f')} |")
+    lines += ["", "Steps to target per batch size (exact / sweep):", ""]
+    sizes = list(result["targets"][0]["steps"])
+    lines += ["| target | " + " | ".join(f"B={b}" for b in sizes) + " |",
+              "|---|" + "---|" * len(sizes)]
+    for t in result["targets"]:
+        cells = [f"{_g(t['steps'][b])} / {_g(t['sweep']['steps'].get(b))}" for b in sizes]
+        lines.append(f"| {t['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n![exact vs sweep](figures/nqm_exact.png)\n"
+
+
+def _g(value: float | None, spec: str = ".4g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def figure(result: dict, path: Path) -> Path:
+    from scaling.plot_style import OKABE_ITO, pyplot, save
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for t, colour in zip(result["targets"], OKABE_ITO):
+        sizes = np.array([int(b) for b, s in t["steps"].items() if s])
+        ax.plot(sizes, [t["steps"][str(b)] for b in sizes], "-", color=colour,
+                label=f"{t['name']} exact")
+        measured = [(int(b), s) for b, s in t["sweep"]["steps"].items() if s]
+        if measured:
+            ax.plot(*zip(*measured), "o", color=colour, label=f"{t['name']} sweep")
+    ax.set(xscale="log", yscale="log", xlabel="batch size (examples)", ylabel="steps to target",
+           title="NQM: steps to target, closed form vs sweep")
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("dir", type=Path, help="the nqm study folder (with analysis.json)")
+    out = parser.parse_args(argv).dir
+    result = compare(out)
+    store.write_json(out / "exact.json", result)
+    store.atomic_write(out / "exact.md", markdown(result))
+    figure(result, out / "figures" / "nqm_exact.png")
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

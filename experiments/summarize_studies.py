@@ -1,0 +1,122 @@
+"""results/README.md's tables, from the committed study outputs (never typed by hand).
+
+Reads results/<study>/analysis.json and study.json for every study folder, plus
+results/nqm/exact.json and results/lr_rules/rules.json where present, and rewrites the part
+of results/README.md above the line DISCUSSION_MARKER; the discussion below it is kept.
+
+    python experiments/summarize_studies.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+DISCUSSION_MARKER = "<!-- discussion: written by hand below this line, kept on regeneration -->"
+
+
+def _g(value: float | None, spec: str = ".3g") -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 1000 else format(value, spec)
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def study_rows(name: str, analysis: dict, study: dict | None) -> list[str]:
+    """One table row per target of one study."""
+    sweep, rows = analysis["sweep"], []
+    rules = analysis.get("lr_rules") or {}
+    breaks = rules.get("linear_breaks_at")
+    finding = ("linear LR scaling holds over the grid" if rules and breaks is None else
+               f"linear LR scaling over-shoots from B = {breaks}" if breaks else "-")
+    wall = f"{study.get('runs_wall_s', study['wall_s']) / 60:.1f} min" if study else "-"
+    for t in analysis["targets"]:
+        ci = t.get("b_crit_ci")
+        ratio = t.get("b_simple_over_b_crit")
+        rows.append(
+            f"| {name} | {sweep['task']} | {sweep['optimizer']} | {t['name']} | "
+            f"{_g(t.get('b_crit'))} | " + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
+            + f" | {_g(t.get('b_simple'))} | {_g(ratio, '.2f')} | "
+            + f"{finding if t['name'] == rules.get('target') else ''} | {wall} |")
+    return rows
+
+
+def studies_table() -> list[str]:
+    lines = ["| study | task | optimizer | target | B_crit | 95% interval | B_simple at target | "
+             "B_simple / B_crit | learning-rate finding | wall time |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    commands = []
+    for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
+        analysis, study = _load(folder / "analysis.json"), _load(folder / "study.json")
+        lines += study_rows(folder.name, analysis, study)
+        if study:
+            commands.append(f"- {folder.name}: `{study['command']}` "
+                            f"({study.get('date', '')}, commit {study.get('git_commit')}, "
+                            f"{study.get('host', '')})")
+        else:
+            commands.append(f"- {folder.name}: `scaling sweep configs/{folder.name}.yaml "
+                            f"--out results/{folder.name}` (README's main command)")
+    unit = ("B_crit and B_simple in the sweep's batch unit: examples, or sequences of 64 "
+            "characters for charlm. Wall time: training recorded in the run files (sum over "
+            "vmapped groups, compile included), on the host named under Commands.")
+    return lines + ["", unit, "", "Commands:", ""] + commands
+
+
+def nqm_table() -> list[str]:
+    exact = _load(RESULTS / "nqm" / "exact.json")
+    if not exact:
+        return []
+    lines = ["", "## NQM against the closed form", "",
+             "| target | exact B_crit | sweep B_crit | 95% interval | sweep / exact |",
+             "|---|---|---|---|---|"]
+    for t in exact["targets"]:
+        ci = t["sweep"]["b_crit_ci"]
+        lines.append(f"| {t['name']} | {_g((t['fit'] or {}).get('b_crit'))} | "
+                     f"{_g(t['sweep']['b_crit'])} | "
+                     + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
+                     + f" | {_g(t.get('b_crit_ratio'), '.2f')} |")
+    return lines + ["", "From `python experiments/nqm_exact.py results/nqm`; details in "
+                    "[nqm/exact.md](nqm/exact.md)."]
+
+
+def rules_table() -> list[str]:
+    rules = _load(RESULTS / "lr_rules" / "rules.json")
+    if not rules:
+        return []
+    names = ("linear", "sqrt", "noise_scale")
+    lines = ["", f"## Learning-rate rules on {rules['grid_study']} ({rules['target']})", "",
+             "Steps to target at each rule's learning rate relative to the best grid learning "
+             "rate (mean over seeds; '-': some seed missed the target or diverged).", "",
+             "| batch | tuned lr | " + " | ".join(f"{n} lr | {n} cost" for n in names) + " |",
+             "|---|---|" + "---|---|" * len(names)]
+    for row in rules["rows"]:
+        cells = [f"{row[n]['learning_rate']:.3g} | {_g(row[n]['relative_steps'], '.2f')}"
+                 if n in row else "- | -" for n in names]
+        lines.append(f"| {row['batch_size']} | {row['tuned_lr']:.3g} | " + " | ".join(cells) + " |")
+    return lines + ["", "From `python experiments/lr_rules.py`; details in "
+                    "[lr_rules/report.md](lr_rules/report.md)."]
+
+
+def main() -> int:
+    path = RESULTS / "README.md"
+    old = path.read_text() if path.is_file() else ""
+    discussion = old.split(DISCUSSION_MARKER, 1)[1] if DISCUSSION_MARKER in old else "\n"
+    head = ["# Results of the studies", "",
+            "Generated by `python experiments/summarize_studies.py` from the study folders "
+            "below; each folder has analysis.json, report.md and figures/ (the raw run files "
+            "are not committed: rerun the command to get them).", "", "## Critical batch size "
+            "per study and target", ""]
+    text = "\n".join(head + studies_table() + nqm_table() + rules_table()) + "\n\n"
+    path.write_text(text + DISCUSSION_MARKER + discussion)
+    print(path.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
