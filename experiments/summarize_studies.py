@@ -42,15 +42,15 @@ def study_rows(name: str, analysis: dict, study: dict | None) -> list[str]:
         rows.append(
             f"| {name} | {sweep['task']} | {sweep['optimizer']} | {t['name']} | "
             f"{_g(t.get('b_crit'))} | " + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
-            + f" | {_g(t.get('b_simple'))} | {_g(ratio, '.2f')} | "
+            + f" | {_g(t.get('b_simple'))} | {_g(ratio, '.2f')} | {_g(t.get('b_noise'))} | "
             + f"{finding if t['name'] == rules.get('target') else ''} | {wall} |")
     return rows
 
 
 def studies_table() -> list[str]:
     lines = ["| study | task | optimizer | target | B_crit | 95% interval | B_simple at target | "
-             "B_simple / B_crit | learning-rate finding | wall time |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "B_simple / B_crit | B_noise at target | learning-rate finding | wall time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     commands = []
     for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
         analysis, study = _load(folder / "analysis.json"), _load(folder / "study.json")

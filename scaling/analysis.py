@@ -79,29 +79,52 @@ def windowed_b_simple(rows: list[Row], steps: Any) -> np.ndarray:
     still remembers the first, steepest steps. Falls back to it where the intervals are missing
     or their |G|^2 sum is not positive (too few, too noisy measurements); NaN where neither is.
     """
+    return _windowed(rows, steps, "gns_trace_sigma_interval", "gns_g2_interval", "b_simple", True)
+
+
+def windowed_b_noise(rows: list[Row], steps: Any) -> np.ndarray:
+    """B_noise at each of `steps` the same way, from the raw Hessian measurements
+    (gns_trace_h_sigma_point / gns_ghg_point, one fresh batch each, equally weighted);
+    falls back to the recorded moving average b_noise."""
+    return _windowed(rows, steps, "gns_trace_h_sigma_point", "gns_ghg_point", "b_noise", False)
+
+
+def _windowed(rows: list[Row], steps: Any, num_key: str, den_key: str, fallback: str,
+              by_interval: bool) -> np.ndarray:
+    """sum(num) / sum(den) over the rows within a factor NOISE_WINDOW of each step, each row
+    weighted by its interval in steps (by_interval) or equally; else the `fallback` column."""
     steps = np.atleast_1d(np.asarray(steps, float))
-    measured = [(r["step"], r["b_simple"]) for r in rows if _finite(r.get("b_simple"))]
+    measured = [(r["step"], r[fallback]) for r in rows if _finite(r.get(fallback))]
     ema = np.interp(steps, *zip(*measured), left=math.nan, right=math.nan) if measured else \
         np.full(steps.shape, math.nan)
-    pairs = [(row["step"], row["step"] - prev["step"], row.get("gns_trace_sigma_interval"),
-              row.get("gns_g2_interval")) for prev, row in zip(rows, rows[1:])]
-    pairs = [(s, n, tr, g2) for s, n, tr, g2 in pairs if _finite(tr) and _finite(g2)]
+    pairs = [(row["step"], row["step"] - prev["step"] if by_interval else 1.0, row.get(num_key),
+              row.get(den_key)) for prev, row in zip(rows, rows[1:])]
+    pairs = [(s, n, a, b) for s, n, a, b in pairs if _finite(a) and _finite(b)]
     if not pairs:
         return ema
-    at, n, tr, g2 = (np.array(c, float) for c in zip(*pairs))
-    trace_sum = np.concatenate([[0.0], np.cumsum(tr * n)])
-    g2_sum = np.concatenate([[0.0], np.cumsum(g2 * n)])
+    at, n, num, den = (np.array(c, float) for c in zip(*pairs))
+    num_sum = np.concatenate([[0.0], np.cumsum(num * n)])
+    den_sum = np.concatenate([[0.0], np.cumsum(den * n)])
     lo = np.searchsorted(at, steps / NOISE_WINDOW, side="left")
     hi = np.searchsorted(at, steps * NOISE_WINDOW, side="right")
-    trace, g2w = trace_sum[hi] - trace_sum[lo], g2_sum[hi] - g2_sum[lo]
-    ok = (trace > 0) & (g2w > 0)
-    return np.where(ok, trace / np.where(ok, g2w, 1.0), ema)
+    top, bottom = num_sum[hi] - num_sum[lo], den_sum[hi] - den_sum[lo]
+    ok = (top > 0) & (bottom > 0)
+    return np.where(ok, top / np.where(ok, bottom, 1.0), ema)
+
+
+def _at(series: np.ndarray) -> float | None:
+    value = float(series[0])
+    return None if math.isnan(value) else value
 
 
 def b_simple_at(rows: list[Row], step: float) -> float | None:
     """`windowed_b_simple` at one step (a target's crossing); None where nothing was measured."""
-    value = float(windowed_b_simple(rows, [step])[0])
-    return None if math.isnan(value) else value
+    return _at(windowed_b_simple(rows, [step]))
+
+
+def b_noise_at(rows: list[Row], step: float) -> float | None:
+    """`windowed_b_noise` at one step; None where B_noise was not measured."""
+    return _at(windowed_b_noise(rows, [step]))
 
 
 def examples_at(rows: list[Row], step: float, batch_size: int) -> float:
@@ -163,7 +186,7 @@ def run_table(records: list[dict], targets: list[str]) -> list[dict]:
             entry["examples_to_target"][name] = (
                 None if step is None else examples_at(rows, step, entry["batch_size"]))
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
-            entry["b_noise"][name] = None if step is None else value_at(rows, "b_noise", step)
+            entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
         table.append(entry)
     return table
 

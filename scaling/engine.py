@@ -209,15 +209,17 @@ class GroupProgram:
         return gns.hessian_estimate(loss_fn, rs.params, batch, spec.layout.num_groups)
 
     def _hessian_update(self, rs: RunState, data: Any, point: jax.Array, measure: jax.Array,
-                        here: jax.Array) -> gns.EMAState:
-        """At Hessian points, fold G^T H G and tr(H Sigma) into their own moving averages."""
+                        here: jax.Array) -> tuple[gns.EMAState, gns.HessianEstimate | None]:
+        """At Hessian points, fold G^T H G and tr(H Sigma) into their own moving averages;
+        also returns this point's raw estimate (NaN where none was taken)."""
         if not self.spec.hessian_every:
-            return rs.hessian_ema
+            return rs.hessian_ema, None
         nan = jnp.float32(jnp.nan)
         est = jax.lax.cond(measure, lambda: self._probe(rs, data, point),
                            lambda: gns.HessianEstimate(nan, nan, nan, nan))
         ok = measure & here & jnp.isfinite(est.ghg) & jnp.isfinite(est.trace_h_sigma)
-        return gns.ema_update(rs.hessian_ema, est.ghg, est.trace_h_sigma, self.spec.ema_decay, ok)
+        ema = gns.ema_update(rs.hessian_ema, est.ghg, est.trace_h_sigma, self.spec.ema_decay, ok)
+        return ema, jax.tree.map(lambda v: jnp.where(ok, v, nan), est)
 
     def _after_eval(self, rs: RunState, data: Any, eval_data: Any, point: jax.Array,
                     is_last: jax.Array, hessian: jax.Array) -> tuple[RunState, dict[str, jax.Array]]:
@@ -225,7 +227,7 @@ class GroupProgram:
         spec = self.spec
         metrics = self._evaluate(rs, eval_data)
         here = (rs.steps == point) & (rs.status == RUNNING)
-        hessian_ema = self._hessian_update(rs, data, point, hessian, here)
+        hessian_ema, hessian_point = self._hessian_update(rs, data, point, hessian, here)
         start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
         target_step = rs.target_step
         for j, (metric, op, value) in enumerate(spec.targets):
@@ -244,7 +246,8 @@ class GroupProgram:
         row = dict(metrics, step=rs.steps, recorded=here, status=status, lr=opt_lr(rs),
                    train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1),
                                         jnp.nan),
-                   **measure.row(spec, rs.ema, rs.gns_sum, rs.gns_count, hessian_ema))
+                   **measure.row(spec, rs.ema, rs.gns_sum, rs.gns_count, hessian_ema,
+                                 hessian_point))
         reset = lambda x: jnp.where(here, jnp.zeros_like(x), x)
         rs = rs._replace(status=status, start_loss=start_loss, target_step=target_step,
                          hessian_ema=hessian_ema, loss_sum=reset(rs.loss_sum),

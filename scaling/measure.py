@@ -53,8 +53,11 @@ def fold(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,
 
 
 def row(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,
-        hessian_ema: gns.EMAState) -> dict[str, jax.Array]:
-    """Noise-scale columns of a metrics row: moving averages, this interval's means, extras."""
+        hessian_ema: gns.EMAState, hessian_point: gns.HessianEstimate | None = None
+        ) -> dict[str, jax.Array]:
+    """Noise-scale columns of a metrics row: moving averages, this interval's means, extras
+    (with gns.hessian_every: the moving B_noise and eps_max, and this point's raw G^T H G and
+    tr(H Sigma), NaN at points without a Hessian measurement)."""
     value = gns.ema_value(ema)
     interval = jnp.where(counts > 0, sums / jnp.maximum(counts, 1.0), jnp.nan)
     out = dict(gns_g2=value.g2[0], gns_trace_sigma=value.trace_sigma[0], b_simple=value.b_simple[0],
@@ -65,4 +68,7 @@ def row(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,
     if spec.hessian_every:
         h = gns.ema_value(hessian_ema)  # fields: g2 holds G^T H G, trace_sigma tr(H Sigma)
         out.update(b_noise=h.b_simple, eps_max=value.g2[0] / h.g2)
+        if hessian_point is not None:
+            out.update(gns_ghg_point=hessian_point.ghg,
+                       gns_trace_h_sigma_point=hessian_point.trace_h_sigma)
     return out

@@ -63,7 +63,7 @@ def tidy_log_axes(fig: Any) -> None:
             if axis.get_scale() != "log" or isinstance(axis.get_major_locator(), FixedLocator):
                 continue
             lo, hi = sorted(abs(v) for v in lim)
-            decades = math.log10(hi / lo) if lo > 0 else 10
+            decades = math.log10(hi) - math.log10(lo) if lo > 0 else 10
             subs = (1, 1.5, 2, 3, 5, 7) if decades < 1 else (1, 2, 5) if decades < 2.5 else (1,)
             axis.set_major_locator(LogLocator(subs=subs))
             axis.set_major_formatter(FuncFormatter(lambda v, _: g(v)))

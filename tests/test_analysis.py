@@ -194,6 +194,16 @@ def test_b_simple_at_pools_the_intervals_near_the_crossing():
     assert A.b_simple_at([{"step": 0}, {"step": 10, "b_simple": 7.0}], 10.0) == 7.0  # no intervals
 
 
+def test_b_noise_at_pools_the_hessian_points_equally():
+    rows = [{"step": 0}] + [{"step": 10 * i, "gns_trace_h_sigma_point": 10.0 * i,
+                             "gns_ghg_point": 1.0 if i % 2 else math.nan, "b_noise": 3.0}
+                            for i in range(1, 8)]
+    assert A.b_noise_at(rows, 40.0) == pytest.approx(50.0)  # only step 50 was measured in 32..50
+    assert A.b_noise_at(rows, 60.0) == pytest.approx((50.0 + 70.0) / 2)  # steps 50 and 70
+    assert A.b_noise_at([{"step": 0}, {"step": 10, "b_noise": 7.0}], 10.0) == 7.0  # no points
+    assert A.b_noise_at([{"step": 0}, {"step": 10}], 10.0) is None
+
+
 def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str,
              momentum: float = 0.9) -> None:
     """A run folder evaluated every 10 steps with the given eval_loss curve."""

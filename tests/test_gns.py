@@ -122,6 +122,12 @@ def test_hessian_noise_scale_matches_the_nqm_closed_form():
     for key in ("b_noise", "eps_max"):
         values = np.array([rows[-1][key] for rows in records])
         assert np.median(values) == pytest.approx(exact[key], rel=0.1), key
+    # The raw point estimates: one per Hessian point, pooled over all runs and points they give
+    # tr(H Sigma) / G^T H G at theta0 (lr 1e-7 keeps the parameters there).
+    points = [(r["gns_trace_h_sigma_point"], r["gns_ghg_point"]) for rows in records for r in rows[1:]]
+    assert np.isnan(records[0][0]["gns_ghg_point"]) and all(np.isfinite(points).all(axis=1))
+    trace, ghg = np.sum(points, axis=0)
+    assert trace / ghg == pytest.approx(exact["b_noise"], rel=0.1)
 
 
 def test_hessian_measurement_needs_a_batch_that_splits():
