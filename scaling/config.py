@@ -157,6 +157,8 @@ class TrainConfig:
     """Engine knobs that do not change results: chunking and stopping rules.
 
     repack: at chunk boundaries, cut a group down to its still-running runs (fewer FLOPs).
+    memory_limit_gb: device memory to plan groups for (default: what the device reports;
+    CPU reports none); groups are cut so a compiled chunk fits (scaling.memory).
     """
 
     chunk_steps: int = 100
@@ -164,6 +166,7 @@ class TrainConfig:
     stop_at_targets: bool = True
     max_group_size: int | None = None
     repack: bool = True
+    memory_limit_gb: float | None = None
 
 
 @dataclass
@@ -500,6 +503,8 @@ def validate(cfg: Config) -> None:
     _need(t.divergence_factor > 1, "train.divergence_factor", t.divergence_factor, "a number > 1")
     _need(t.max_group_size is None or t.max_group_size > 0, "train.max_group_size",
           t.max_group_size, "a positive integer or null")
+    _need(t.memory_limit_gb is None or t.memory_limit_gb > 0, "train.memory_limit_gb",
+          t.memory_limit_gb, "a positive number of gigabytes or null (the device's own limit)")
     _need(cfg.parallel.data is None or cfg.parallel.data > 0, "parallel.data", cfg.parallel.data,
           "a positive integer or null (all devices)")
     _need(cfg.parallel.runs > 0, "parallel.runs", cfg.parallel.runs, "a positive integer")

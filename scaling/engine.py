@@ -329,12 +329,32 @@ class GroupProgram:
         """Run one chunk; the first call at a width compiles ahead, so compile time is apart."""
         width = int(rs.status.shape[0])
         args = (rs, data, eval_data, eval_mask, jnp.asarray(first_step, jnp.int32))
+        self._compile(width, args)
+        self.chunks_at[width] = self.chunks_at.get(width, 0) + 1
+        return self.compiled[width](*args)
+
+    def _compile(self, width: int, args: tuple) -> Any:
+        """The chunk at `width`, compiled once; `args` may hold abstract (shape-only) state."""
         if width not in self.compiled:
             start = time.perf_counter()
             self.compiled[width] = self._chunk.lower(*args).compile()
             self.compile_s[width] = time.perf_counter() - start
-        self.chunks_at[width] = self.chunks_at.get(width, 0) + 1
-        return self.compiled[width](*args)
+        return self.compiled[width]
+
+    def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
+        """XLA's memory analysis of the chunk at `width` (per device), compiled ahead from the
+        state's shapes alone, so no state is allocated; the group that trains at this width
+        reuses the compiled chunk. None where the backend gives no analysis."""
+        seeds = jax.ShapeDtypeStruct((width,), jnp.uint32)
+        hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
+                   for k in hparam_names(self.spec.optimizer)}
+        status = jax.ShapeDtypeStruct((width,), jnp.int32)
+        shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
+        runs = NamedSharding(self.mesh, P("runs"))
+        rs = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
+        mask = jnp.asarray(np.zeros(self.spec.total_steps + self.spec.chunk_steps + 1, np.int8))
+        args = (rs, data, eval_data, mask, jnp.asarray(0, jnp.int32))
+        return self._compile(width, args).memory_analysis()
 
 
 def opt_lr(rs: RunState) -> jax.Array:

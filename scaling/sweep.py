@@ -17,7 +17,7 @@ from typing import Any, Callable
 import jax
 import yaml
 
-from scaling import config as config_mod, grid, plan, progress, store
+from scaling import config as config_mod, grid, memory, plan, progress, store
 from scaling.config import Config, ConfigError, parse_target
 from scaling.engine import GroupProgram, GroupSpec, eval_steps, run_group
 from scaling.gradients import GroupLayout
@@ -314,6 +314,8 @@ class Session:
         """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each."""
         summaries: list[dict[str, Any]] = []
         limit = self.p.cfg.train.max_group_size or max(1, len(runs))
+        if runs:
+            limit = self._fit_memory(runs[0].batch_size, min(limit, len(runs)))
         for start in range(0, len(runs), limit):
             group = runs[start:start + limit]
             size = group[0].batch_size
@@ -330,6 +332,23 @@ class Session:
             self.groups_done += 1
             self.report()
         return summaries
+
+    def _fit_memory(self, size: int, limit: int) -> int:
+        """`limit` cut to the widest group whose compiled chunk fits device memory (where a limit
+        is known: train.memory_limit_gb or the device's own); unchanged, and nothing compiled,
+        without one. The chunk compiled here is the one the group at that width then runs."""
+        device = memory.device_limit(self.p.cfg.train.memory_limit_gb)
+        if device is None:
+            return limit
+        program, _ = self._program(size)
+        _, _, data, eval_data = self.context
+        width = -(-limit // self.p.runs_axis) * self.p.runs_axis
+        fit = memory.group_width(program, width, data, eval_data, device, self.p.runs_axis)
+        if fit is None or fit[0] >= limit:
+            return limit
+        self.say(f"batch {size}: {limit} runs need about {fit[1] / memory.GB:.3g} GB, the device "
+                 f"has {device / memory.GB:.3g} GB: groups of {fit[0]}")
+        return fit[0]
 
     def report(self) -> None:
         """The progress table over this shard's runs."""

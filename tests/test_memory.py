@@ -1,0 +1,98 @@
+"""Group widths cut to fit device memory: the arithmetic, XLA's estimate, and a sweep split by it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from scaling import memory, sweep
+from scaling.config import ConfigError
+from tests.test_sweep import assert_same, cfg_of, comparable
+
+ONE_BATCH = {"batch__sizes": [8], "train": {"max_group_size": None}}
+
+
+@pytest.mark.parametrize("limit, per_run, axis, fixed, fraction, width", [
+    (1000, 100, 1, 0, 0.8, 8),  # 800 // 100
+    (1000, 100, 1, 0, 1.0, 10),
+    (1000, 99, 1, 0, 1.0, 10),  # 10.1 runs -> 10
+    (1000, 100, 1, 300, 0.8, 5),  # (800 - 300) // 100
+    (1000, 100, 4, 300, 0.8, 20),  # 5 runs per device on each of 4 run shards
+    (1000, 900, 2, 0, 0.8, 2),  # not even one fits: still one run per device
+    (1000, 10, 1, 2000, 0.8, 1),  # the fixed data alone is over the limit
+])
+def test_max_width(limit, per_run, axis, fixed, fraction, width):
+    assert memory.max_width(limit, per_run, axis, fixed, fraction) == width
+
+
+def test_max_width_refuses_a_non_positive_estimate():
+    with pytest.raises(ValueError, match="per_run"):
+        memory.max_width(1000, 0, 1)
+
+
+def test_chunk_bytes_and_per_run_bytes():
+    stats = SimpleNamespace(argument_size_in_bytes=1000, output_size_in_bytes=600,
+                            temp_size_in_bytes=400, alias_size_in_bytes=500)
+    assert memory.chunk_bytes(stats) == 1500
+    assert memory.chunk_bytes(SimpleNamespace(**{**vars(stats), "temp_size_in_bytes": None})) is None
+    assert memory.chunk_bytes(None) is None
+    assert memory.per_run_bytes(1500, 300, width=8, runs_axis=2) == 300  # 1200 over 4 per device
+
+
+def test_device_limit(monkeypatch):
+    assert memory.device_limit(2.5) == 2_500_000_000
+    assert memory.device_limit(None) is None  # CPU reports no memory stats
+    device = SimpleNamespace(memory_stats=lambda: {"bytes_limit": 16_000_000_000})
+    monkeypatch.setattr(memory.jax, "local_devices", lambda: [device])
+    assert memory.device_limit(None) == 16_000_000_000
+    assert memory.device_limit(1.0) == 1_000_000_000  # the config caps it
+
+
+def test_memory_limit_must_be_positive():
+    for bad in (0, -1.0):
+        with pytest.raises(ConfigError, match="train.memory_limit_gb"):
+            cfg_of(train={"memory_limit_gb": bad})
+
+
+def _session(tmp_path, **changes) -> sweep.Session:
+    return sweep.Session(sweep.prepare(cfg_of(**changes), tmp_path), quiet=True)
+
+
+def test_estimate_is_positive_and_grows_with_width(tmp_path):
+    session = _session(tmp_path, **ONE_BATCH)
+    program, _ = session._program(8)
+    data, eval_data = session.context[2:]
+    total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (2, 8)}
+    fixed = memory.tree_bytes(data, eval_data)
+    assert total[8] > total[2] > fixed
+    per_run = {w: memory.per_run_bytes(total[w], fixed, w, 1) for w in total}
+    assert per_run[2] > 0 and per_run[8] > 0
+    assert sorted(program.compile_s) == [2, 8]
+
+
+def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
+    session = _session(tmp_path, **{**ONE_BATCH, "train": {"memory_limit_gb": 1000.0}})
+    summaries = session.train(session.p.batch_runs(8))
+    program, _ = session._program(8)
+    assert [s["group_size"] for s in summaries] == [4] * 4
+    assert list(program.compile_s) == [4] and program.chunks_at[4] > 0  # compiled once, reused
+
+
+def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, capsys):
+    probe = _session(tmp_path / "probe", **ONE_BATCH)
+    program, _ = probe._program(8)
+    data, eval_data = probe.context[2:]
+    total = memory.chunk_bytes(program.memory_at(4, data, eval_data))
+    fixed = memory.tree_bytes(data, eval_data)
+    per_run = memory.per_run_bytes(total, fixed, 4, 1)
+    limit_gb = (fixed + 2.5 * per_run) / memory.SAFETY / memory.GB  # room for 2 runs, not 3
+    whole = sweep.run(cfg_of(**ONE_BATCH), tmp_path / "whole", quiet=True)
+    split = sweep.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
+                      tmp_path / "split")
+    assert [s["group_size"] for s in whole] == [4] * 4
+    assert [s["group_size"] for s in split] == [2] * 4
+    assert [(s["status"], s["steps"]) for s in split] == [(s["status"], s["steps"]) for s in whole]
+    assert_same(comparable(whole), comparable(split))
+    out = capsys.readouterr().out
+    assert "batch 8: 4 runs need about" in out and "GB: groups of 2\n" in out
