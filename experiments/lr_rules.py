@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling import analysis, cli, store
+from scaling.report import num
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ("linear", "sqrt", "noise_scale")
@@ -83,10 +84,6 @@ def compare(grid_analysis: dict, per_rule: dict[str, dict[int, dict]]) -> dict:
             "noise_scale_fit": grid_analysis["lr_rules"]["noise_scale_fit"], "rows": rows}
 
 
-def _g(value: float | None, spec: str = ".3g") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def markdown(result: dict, wall_s: float) -> str:
     ref, fit = result["reference"], result["noise_scale_fit"]
     lines = [f"# Learning-rate rules measured on {result['grid_study']}", "",
@@ -100,7 +97,7 @@ def markdown(result: dict, wall_s: float) -> str:
              "| batch | tuned lr | tuned steps | " + " | ".join(RULES) + " |",
              "|---|---|---|" + "---|" * len(RULES)]
     for row in result["rows"]:
-        cells = [f"{row[r]['learning_rate']:.3g}: {_g(row[r]['relative_steps'], '.2f')}x"
+        cells = [f"{row[r]['learning_rate']:.3g}: {num(row[r]['relative_steps'])}x"
                  if r in row else "-" for r in RULES]
         lines.append(f"| {row['batch_size']} | {row['tuned_lr']:.3g} | {row['tuned_steps']:.1f} | "
                      + " | ".join(cells) + " |")

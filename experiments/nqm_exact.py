@@ -21,6 +21,7 @@ import numpy as np
 from scaling import config as config_mod, store, tradeoff
 from scaling.config import learning_rates, parse_target
 from scaling.plan import for_config
+from scaling.report import interval, num
 from scaling.tasks.nqm import optimal_steps_to_target
 
 FINE_LRS = 200  # reference learning rates, log-spaced over the sweep's range
@@ -73,21 +74,17 @@ def markdown(result: dict) -> str:
     for t in result["targets"]:
         ex, sw = t["fit"], t["sweep"]
         ci = sw["b_crit_ci"]
-        lines.append(f"| {t['name']} | {_g(ex and ex['b_crit'])} | {_g(sw['b_crit'])} | "
-                     + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
-                     + f" | {_g(t.get('b_crit_ratio'), '.2f')} |")
+        lines.append(f"| {t['name']} | {num(ex and ex['b_crit'])} | {num(sw['b_crit'])} | "
+                     + interval(ci)
+                     + f" | {num(t.get('b_crit_ratio'))} |")
     lines += ["", "Steps to target per batch size (exact / sweep):", ""]
     sizes = list(result["targets"][0]["steps"])
     lines += ["| target | " + " | ".join(f"B={b}" for b in sizes) + " |",
               "|---|" + "---|" * len(sizes)]
     for t in result["targets"]:
-        cells = [f"{_g(t['steps'][b])} / {_g(t['sweep']['steps'].get(b))}" for b in sizes]
+        cells = [f"{num(t['steps'][b])} / {num(t['sweep']['steps'].get(b))}" for b in sizes]
         lines.append(f"| {t['name']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n![exact vs sweep](figures/nqm_exact.png)\n"
-
-
-def _g(value: float | None, spec: str = ".4g") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def figure(result: dict, path: Path) -> Path:

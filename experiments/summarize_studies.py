@@ -13,15 +13,11 @@ import json
 import sys
 from pathlib import Path
 
+from scaling.report import interval, num
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 DISCUSSION_MARKER = "<!-- discussion: written by hand below this line, kept on regeneration -->"
-
-
-def _g(value: float | None, spec: str = ".3g") -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if abs(value) >= 1000 else format(value, spec)
 
 
 def _load(path: Path) -> dict | None:
@@ -41,8 +37,8 @@ def study_rows(name: str, analysis: dict, study: dict | None) -> list[str]:
         ratio = t.get("b_simple_over_b_crit")
         rows.append(
             f"| {name} | {sweep['task']} | {sweep['optimizer']} | {t['name']} | "
-            f"{_g(t.get('b_crit'))} | " + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
-            + f" | {_g(t.get('b_simple'))} | {_g(ratio, '.2f')} | {_g(t.get('b_noise'))} | "
+            f"{num(t.get('b_crit'))} | " + interval(ci)
+            + f" | {num(t.get('b_simple'))} | {num(ratio)} | {num(t.get('b_noise'))} | "
             + f"{finding if t['name'] == rules.get('target') else ''} | {wall} |")
     return rows
 
@@ -77,10 +73,10 @@ def nqm_table() -> list[str]:
              "|---|---|---|---|---|"]
     for t in exact["targets"]:
         ci = t["sweep"]["b_crit_ci"]
-        lines.append(f"| {t['name']} | {_g((t['fit'] or {}).get('b_crit'))} | "
-                     f"{_g(t['sweep']['b_crit'])} | "
-                     + (f"[{_g(ci[0])}, {_g(ci[1])}]" if ci else "-")
-                     + f" | {_g(t.get('b_crit_ratio'), '.2f')} |")
+        lines.append(f"| {t['name']} | {num((t['fit'] or {}).get('b_crit'))} | "
+                     f"{num(t['sweep']['b_crit'])} | "
+                     + interval(ci)
+                     + f" | {num(t.get('b_crit_ratio'))} |")
     return lines + ["", "From `python experiments/nqm_exact.py results/nqm`; details in "
                     "[nqm/exact.md](nqm/exact.md)."]
 
@@ -96,7 +92,7 @@ def rules_table() -> list[str]:
              "| batch | tuned lr | " + " | ".join(f"{n} lr | {n} cost" for n in names) + " |",
              "|---|---|" + "---|---|" * len(names)]
     for row in rules["rows"]:
-        cells = [f"{row[n]['learning_rate']:.3g} | {_g(row[n]['relative_steps'], '.2f')}"
+        cells = [f"{row[n]['learning_rate']:.3g} | {num(row[n]['relative_steps'])}"
                  if n in row else "- | -" for n in names]
         lines.append(f"| {row['batch_size']} | {row['tuned_lr']:.3g} | " + " | ".join(cells) + " |")
     return lines + ["", "From `python experiments/lr_rules.py`; details in "
