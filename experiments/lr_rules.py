@@ -47,19 +47,14 @@ def rule_overrides(grid_analysis: dict, rule: str) -> list[str]:
 
 def measured(folder: Path, target: str) -> dict[int, dict]:
     """Per batch size: the rule's learning rate and its mean steps to `target` over seeds
-    (None unless every seed reached it), from the run files."""
-    cells: dict[int, list] = {}
-    for rec in store.load(folder):
-        steps = None if rec["summary"]["status"] == "diverged" else \
-            analysis.steps_to_target(rec["metrics"], target)
-        cells.setdefault(rec["config"]["batch_size"], []).append(
-            (rec["config"]["learning_rate"], steps, rec["summary"]["status"]))
+    (None unless every seed reached it), from the run files, read as the analysis reads them."""
+    table = analysis.run_table(store.load(folder), [target])
     out = {}
-    for size, runs in sorted(cells.items()):
-        steps = [s for _, s, _ in runs]
-        out[size] = {"learning_rate": runs[0][0],
-                     "steps": None if None in steps else float(np.mean(steps)),
-                     "diverged": sum(status == "diverged" for _, _, status in runs)}
+    for size, grid in analysis.grids(table, target).items():
+        steps = float(grid.means()[0])
+        out[size] = {"learning_rate": grid.lrs[0], "steps": None if np.isnan(steps) else steps,
+                     "diverged": sum(r["status"] == "diverged" for r in table
+                                     if r["batch_size"] == size)}
     return out
 
 
