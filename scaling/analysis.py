@@ -13,124 +13,15 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import yaml
 
 from scaling import store
 from scaling.config import AXES, ConfigError, parse_target
+from scaling.curves import b_noise_at, b_simple_at, examples_at, finite, steps_to_target
 from scaling.lr_analysis import lr_rules
 from scaling.tradeoff import fit_tradeoff, regimes
-
-Row = dict[str, Any]
-NOISE_WINDOW = 1.25  # B_simple at a crossing pools the steps within a factor 1.25 of it
-
-
-# ---------------------------------------------------------------- one run
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _meets(metric: float, op: str, value: float) -> bool:
-    return metric <= value if op == "<=" else metric >= value
-
-
-def crossing_step(rows: list[Row], metric: str, op: str, value: float) -> float | None:
-    """First step where `metric op value` holds, linear in step between the evaluation point
-    that last missed and the first that met it; None if it never holds."""
-    prev = None
-    for row in rows:
-        m = row.get(metric)
-        if not _finite(m):
-            continue
-        if _meets(m, op, value):
-            if prev is None or prev[1] == m:
-                return float(row["step"])
-            t = (value - prev[1]) / (m - prev[1])
-            return float(prev[0] + t * (row["step"] - prev[0]))
-        prev = (row["step"], m)
-    return None
-
-
-def steps_to_target(rows: list[Row], target: str) -> float | None:
-    """Interpolated steps to reach `target` (e.g. "eval_loss<=1.0"), None if never reached."""
-    return crossing_step(rows, *parse_target(target))
-
-
-def value_at(rows: list[Row], key: str, step: float) -> float | None:
-    """Column `key` at a fractional `step`, linear between the rows where it was measured."""
-    points = [(r["step"], r[key]) for r in rows if _finite(r.get(key))]
-    if not points:
-        return None
-    steps, values = zip(*points)
-    return float(np.interp(step, steps, values))
-
-
-def windowed_b_simple(rows: list[Row], steps: Any) -> np.ndarray:
-    """B_simple at each of `steps`: the raw per-interval averages (gns_*_interval, each over the
-    steps since the previous evaluation) pooled over the intervals ending within
-    step / NOISE_WINDOW .. step * NOISE_WINDOW, as tr(Sigma) / |G|^2 of the step-weighted sums.
-
-    The window scales with the run's own length. The recorded b_simple is a moving average over
-    a fixed number of steps, which in a run that crosses a target within a few dozen steps
-    still remembers the first, steepest steps. Falls back to it where the intervals are missing
-    or their |G|^2 sum is not positive (too few, too noisy measurements); NaN where neither is.
-    """
-    return _windowed(rows, steps, "gns_trace_sigma_interval", "gns_g2_interval", "b_simple", True)
-
-
-def windowed_b_noise(rows: list[Row], steps: Any) -> np.ndarray:
-    """B_noise at each of `steps` the same way, from the raw Hessian measurements
-    (gns_trace_h_sigma_point / gns_ghg_point, one fresh batch each, equally weighted);
-    falls back to the recorded moving average b_noise."""
-    return _windowed(rows, steps, "gns_trace_h_sigma_point", "gns_ghg_point", "b_noise", False)
-
-
-def _windowed(rows: list[Row], steps: Any, num_key: str, den_key: str, fallback: str,
-              by_interval: bool) -> np.ndarray:
-    """sum(num) / sum(den) over the rows within a factor NOISE_WINDOW of each step, each row
-    weighted by its interval in steps (by_interval) or equally; else the `fallback` column."""
-    steps = np.atleast_1d(np.asarray(steps, float))
-    measured = [(r["step"], r[fallback]) for r in rows if _finite(r.get(fallback))]
-    ema = np.interp(steps, *zip(*measured), left=math.nan, right=math.nan) if measured else \
-        np.full(steps.shape, math.nan)
-    pairs = [(row["step"], row["step"] - prev["step"] if by_interval else 1.0, row.get(num_key),
-              row.get(den_key)) for prev, row in zip(rows, rows[1:])]
-    pairs = [(s, n, a, b) for s, n, a, b in pairs if _finite(a) and _finite(b)]
-    if not pairs:
-        return ema
-    at, n, num, den = (np.array(c, float) for c in zip(*pairs))
-    num_sum = np.concatenate([[0.0], np.cumsum(num * n)])
-    den_sum = np.concatenate([[0.0], np.cumsum(den * n)])
-    lo = np.searchsorted(at, steps / NOISE_WINDOW, side="left")
-    hi = np.searchsorted(at, steps * NOISE_WINDOW, side="right")
-    top, bottom = num_sum[hi] - num_sum[lo], den_sum[hi] - den_sum[lo]
-    ok = (top > 0) & (bottom > 0)
-    return np.where(ok, top / np.where(ok, bottom, 1.0), ema)
-
-
-def _at(series: np.ndarray) -> float | None:
-    value = float(series[0])
-    return None if math.isnan(value) else value
-
-
-def b_simple_at(rows: list[Row], step: float) -> float | None:
-    """`windowed_b_simple` at one step (a target's crossing); None where nothing was measured."""
-    return _at(windowed_b_simple(rows, [step]))
-
-
-def b_noise_at(rows: list[Row], step: float) -> float | None:
-    """`windowed_b_noise` at one step; None where B_noise was not measured."""
-    return _at(windowed_b_noise(rows, [step]))
-
-
-def examples_at(rows: list[Row], step: float, batch_size: int) -> float:
-    """Examples at `step` from the run's own count (partial batches exact), else steps x B."""
-    measured = value_at(rows, "examples", step)
-    return step * batch_size if measured is None else measured
 
 
 # ---------------------------------------------------------------- grids of runs
@@ -332,7 +223,7 @@ def _sweep_yaml(out: Path) -> dict:
 
 
 def _check_metrics(records: list[dict], targets: list[str]) -> None:
-    recorded = {k for rec in records for row in rec["metrics"] for k, v in row.items() if _finite(v)}
+    recorded = {k for rec in records for row in rec["metrics"] for k, v in row.items() if finite(v)}
     for name in targets:
         metric = parse_target(name)[0]
         if metric not in recorded:
@@ -341,7 +232,7 @@ def _check_metrics(records: list[dict], targets: list[str]) -> None:
 
 
 def _sweep_section(out: Path, cfg: dict, records: list[dict], table: list[dict]) -> dict:
-    tokens = any(_finite(row.get("tokens")) for rec in records for row in rec["metrics"])
+    tokens = any(finite(row.get("tokens")) for rec in records for row in rec["metrics"])
     first = records[0]["summary"]
     return {"name": cfg.get("name", out.name),
             "task": (cfg.get("task") or {}).get("name", first.get("task")),

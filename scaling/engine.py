@@ -196,38 +196,14 @@ class GroupProgram:
             loss_sum=rs.loss_sum + jnp.where(live, out.loss, 0.0), loss_count=rs.loss_count + live,
             ema=ema, gns_sum=gns_sum, gns_count=gns_count)
 
-    def _probe(self, rs: RunState, data: Any, point: jax.Array) -> gns.HessianEstimate:
-        """Hessian-aware noise scale on a fresh batch (i.i.d. examples), off the training path."""
-        spec, size = self.spec, self.spec.batch_size
-        key = jax.random.fold_in(jax.random.fold_in(rs.data_key, 0x7FFFFFFF), point)
-        if spec.num_train is None:
-            batch = self.task.sample(key, size)
-        else:
-            idx = jax.random.randint(key, (size,), 0, spec.num_train)
-            batch = jax.tree.map(lambda a: a[idx], data)
-        loss_fn = lambda p, b: jnp.mean(self.task.per_example_loss(p, b))
-        return gns.hessian_estimate(loss_fn, rs.params, batch, spec.layout.num_groups)
-
-    def _hessian_update(self, rs: RunState, data: Any, point: jax.Array, measure: jax.Array,
-                        here: jax.Array) -> tuple[gns.EMAState, gns.HessianEstimate | None]:
-        """At Hessian points, fold G^T H G and tr(H Sigma) into their own moving averages;
-        also returns this point's raw estimate (NaN where none was taken)."""
-        if not self.spec.hessian_every:
-            return rs.hessian_ema, None
-        nan = jnp.float32(jnp.nan)
-        est = jax.lax.cond(measure, lambda: self._probe(rs, data, point),
-                           lambda: gns.HessianEstimate(nan, nan, nan, nan))
-        ok = measure & here & jnp.isfinite(est.ghg) & jnp.isfinite(est.trace_h_sigma)
-        ema = gns.ema_update(rs.hessian_ema, est.ghg, est.trace_h_sigma, self.spec.ema_decay, ok)
-        return ema, jax.tree.map(lambda v: jnp.where(ok, v, nan), est)
-
     def _after_eval(self, rs: RunState, data: Any, eval_data: Any, point: jax.Array,
                     is_last: jax.Array, hessian: jax.Array) -> tuple[RunState, dict[str, jax.Array]]:
         """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
         spec = self.spec
         metrics = self._evaluate(rs, eval_data)
         here = (rs.steps == point) & (rs.status == RUNNING)
-        hessian_ema, hessian_point = self._hessian_update(rs, data, point, hessian, here)
+        hessian_ema, hessian_point = measure.hessian_update(
+            spec, self.task, rs.params, rs.data_key, rs.hessian_ema, data, point, hessian, here)
         start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
         target_step = rs.target_step
         for j, (metric, op, value) in enumerate(spec.targets):

@@ -1,4 +1,5 @@
-"""The engine's per-step noise-scale measurement: which gradient, what to fold in, what to record.
+"""The engine's noise-scale measurement: which gradient, what to fold in, the Hessian probe at
+evaluation points, what to record.
 
 Functions of the group's spec (scaling.engine.GroupSpec) and one run's arrays, called inside the
 engine's vmapped, compiled step; kept here so the engine stays about training.
@@ -18,6 +19,7 @@ from scaling.optimizers import preconditioner
 
 if TYPE_CHECKING:
     from scaling.engine import GroupSpec
+    from scaling.tasks.base import Task
 
 
 def step_gradient(spec: GroupSpec, per_example_loss: Callable, mesh: Mesh, params: Any,
@@ -50,6 +52,36 @@ def fold(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,
     # One measurement per gns.every steps: decay**every per measurement spans the same steps.
     ema = gns.ema_update(ema, g2, trace, spec.ema_decay ** spec.gns_every, valid)
     return ema, sums + jnp.where(valid, jnp.stack([g2, trace]), 0.0), counts + valid
+
+
+def hessian_probe(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array, data: Any,
+                  point: jax.Array) -> gns.HessianEstimate:
+    """Hessian-aware noise scale on a fresh batch (i.i.d. examples), off the training path."""
+    size = spec.batch_size
+    key = jax.random.fold_in(jax.random.fold_in(data_key, 0x7FFFFFFF), point)
+    if spec.num_train is None:
+        batch = task.sample(key, size)
+    else:
+        idx = jax.random.randint(key, (size,), 0, spec.num_train)
+        batch = jax.tree.map(lambda a: a[idx], data)
+    loss_fn = lambda p, b: jnp.mean(task.per_example_loss(p, b))
+    return gns.hessian_estimate(loss_fn, params, batch, spec.layout.num_groups)
+
+
+def hessian_update(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array,
+                   ema: gns.EMAState, data: Any, point: jax.Array, now: jax.Array,
+                   here: jax.Array) -> tuple[gns.EMAState, gns.HessianEstimate | None]:
+    """At Hessian points (`now`, shared by the group so the cond stays a branch), fold
+    G^T H G and tr(H Sigma) of the runs recorded `here` into their own moving averages; also
+    returns this point's raw estimate (NaN where none was taken). No-op without hessian_every."""
+    if not spec.hessian_every:
+        return ema, None
+    nan = jnp.float32(jnp.nan)
+    est = jax.lax.cond(now, lambda: hessian_probe(spec, task, params, data_key, data, point),
+                       lambda: gns.HessianEstimate(nan, nan, nan, nan))
+    ok = now & here & jnp.isfinite(est.ghg) & jnp.isfinite(est.trace_h_sigma)
+    ema = gns.ema_update(ema, est.ghg, est.trace_h_sigma, spec.ema_decay, ok)
+    return ema, jax.tree.map(lambda v: jnp.where(ok, v, nan), est)
 
 
 def row(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,

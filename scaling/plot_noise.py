@@ -30,8 +30,8 @@ def noise_series(records: list[dict], key: str,
     """(run id, batch size, losses, noise scales) per run, rows where both are positive, up to
     the run's lowest loss: past it the loss stalls or rises while the estimate keeps moving,
     which would draw the same loss over and over. B_simple is the windowed estimate of
-    scaling.analysis.windowed_b_simple (no moving-average lag), B_noise the recorded one."""
-    from scaling.analysis import windowed_b_simple
+    scaling.curves.windowed_b_simple (no moving-average lag), B_noise the recorded one."""
+    from scaling.curves import windowed_b_simple
 
     out = []
     for r in records:

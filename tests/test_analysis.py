@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scaling import analysis as A, lr_analysis, store, tradeoff
+from scaling import analysis as A, curves, lr_analysis, store, tradeoff
 from scaling.config import ConfigError
 
 
@@ -32,22 +32,22 @@ def grid_of(lrs, steps_per_seed, diverged=None) -> A.Grid:
 def test_steps_to_target_interpolates_linearly_between_evaluation_points():
     rows = [{"step": 0, "eval_loss": 3.0}, {"step": 10, "eval_loss": 2.0},
             {"step": 20, "eval_loss": 1.2}, {"step": 30, "eval_loss": 0.8}]
-    assert A.steps_to_target(rows, "eval_loss<=1.0") == pytest.approx(25.0)  # 1.2 -> 0.8 halfway
-    assert A.steps_to_target(rows, "eval_loss<=2.0") == 10.0  # met exactly at a point
-    assert A.steps_to_target(rows, "eval_loss<=3.0") == 0.0
-    assert A.steps_to_target(rows, "eval_loss<=0.5") is None
+    assert curves.steps_to_target(rows, "eval_loss<=1.0") == pytest.approx(25.0)  # 1.2 -> 0.8 halfway
+    assert curves.steps_to_target(rows, "eval_loss<=2.0") == 10.0  # met exactly at a point
+    assert curves.steps_to_target(rows, "eval_loss<=3.0") == 0.0
+    assert curves.steps_to_target(rows, "eval_loss<=0.5") is None
     acc = [{"step": 0, "eval_accuracy": 0.1}, {"step": 40, "eval_accuracy": None},
            {"step": 50, "eval_accuracy": 0.5}, {"step": 100, "eval_accuracy": 0.7}]
-    assert A.steps_to_target(acc, "eval_accuracy>=0.6") == pytest.approx(75.0)
+    assert curves.steps_to_target(acc, "eval_accuracy>=0.6") == pytest.approx(75.0)
 
 
 def test_examples_follow_the_run_count_with_a_partial_last_batch():
     # 100 examples, B = 8, last batch kept: step 12 has seen 96 examples, step 13 all 100.
     rows = [{"step": 12, "examples": 96, "eval_loss": 1.1}, {"step": 13, "examples": 100, "eval_loss": 0.9}]
-    step = A.steps_to_target(rows, "eval_loss<=1.0")
+    step = curves.steps_to_target(rows, "eval_loss<=1.0")
     assert step == pytest.approx(12.5)
-    assert A.examples_at(rows, step, 8) == pytest.approx(98.0)  # not 12.5 x 8 = 100
-    assert A.examples_at([{"step": 12, "eval_loss": 1.0}], step, 8) == pytest.approx(100.0)
+    assert curves.examples_at(rows, step, 8) == pytest.approx(98.0)  # not 12.5 x 8 = 100
+    assert curves.examples_at([{"step": 12, "eval_loss": 1.0}], step, 8) == pytest.approx(100.0)
 
 
 # ---------------------------------------------------------------- best LR
@@ -188,20 +188,20 @@ def test_b_simple_at_pools_the_intervals_near_the_crossing():
     """Intervals of 10 steps; the crossing at step 40 pools those ending at 40 and 50 (32..50)."""
     rows = [{"step": 0}] + [{"step": 10 * i, "gns_trace_sigma_interval": 100.0 * i,
                              "gns_g2_interval": float(i), "b_simple": 1.0} for i in range(1, 8)]
-    assert A.b_simple_at(rows, 40.0) == pytest.approx((400 + 500) / (4 + 5))
+    assert curves.b_simple_at(rows, 40.0) == pytest.approx((400 + 500) / (4 + 5))
     rows[4]["gns_g2_interval"] = rows[5]["gns_g2_interval"] = -1.0  # noisy |G|^2: the EMA instead
-    assert A.b_simple_at(rows, 40.0) == 1.0
-    assert A.b_simple_at([{"step": 0}, {"step": 10, "b_simple": 7.0}], 10.0) == 7.0  # no intervals
+    assert curves.b_simple_at(rows, 40.0) == 1.0
+    assert curves.b_simple_at([{"step": 0}, {"step": 10, "b_simple": 7.0}], 10.0) == 7.0  # no intervals
 
 
 def test_b_noise_at_pools_the_hessian_points_equally():
     rows = [{"step": 0}] + [{"step": 10 * i, "gns_trace_h_sigma_point": 10.0 * i,
                              "gns_ghg_point": 1.0 if i % 2 else math.nan, "b_noise": 3.0}
                             for i in range(1, 8)]
-    assert A.b_noise_at(rows, 40.0) == pytest.approx(50.0)  # only step 50 was measured in 32..50
-    assert A.b_noise_at(rows, 60.0) == pytest.approx((50.0 + 70.0) / 2)  # steps 50 and 70
-    assert A.b_noise_at([{"step": 0}, {"step": 10, "b_noise": 7.0}], 10.0) == 7.0  # no points
-    assert A.b_noise_at([{"step": 0}, {"step": 10}], 10.0) is None
+    assert curves.b_noise_at(rows, 40.0) == pytest.approx(50.0)  # only step 50 was measured in 32..50
+    assert curves.b_noise_at(rows, 60.0) == pytest.approx((50.0 + 70.0) / 2)  # steps 50 and 70
+    assert curves.b_noise_at([{"step": 0}, {"step": 10, "b_noise": 7.0}], 10.0) == 7.0  # no points
+    assert curves.b_noise_at([{"step": 0}, {"step": 10}], 10.0) is None
 
 
 def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str,

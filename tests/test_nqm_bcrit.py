@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaling import analysis, config as config_mod, sweep, tradeoff
+from scaling import analysis, config as config_mod, curves, sweep, tradeoff
 from scaling.tasks.nqm import constant_lr_expected_loss, expected_loss, optimal_steps_to_target
 
 SIZES = [4, 8, 16, 32, 64, 128, 256]
@@ -46,7 +46,7 @@ def test_optimal_steps_match_a_dense_search():
     lrs = np.geomspace(0.2, 1.9, 9)
     dense = []
     for size in (4, 64):
-        crossings = [analysis.crossing_step([{"step": t, "eval_loss": v} for t, v in enumerate(c)],
+        crossings = [curves.crossing_step([{"step": t, "eval_loss": v} for t, v in enumerate(c)],
                                             "eval_loss", "<=", target)
                      for c in constant_lr_expected_loss(options, lrs, size, 600)]
         dense.append(min(s for s in crossings if s is not None))

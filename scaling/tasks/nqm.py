@@ -113,7 +113,7 @@ def _first_crossing(options: NQMOptions, lr: float, batch_size: int, target: flo
     A coarse log-spaced scan (each expected-loss term is monotone in t, so the curve is smooth)
     finds the bracket; integer steps inside it give the crossing exactly as crossing_step does.
     """
-    from scaling.analysis import crossing_step
+    from scaling.curves import crossing_step
 
     coarse = np.unique(np.geomspace(1, steps, 400).astype(int))
     met = np.nonzero(constant_lr_expected_loss(options, [lr], batch_size, coarse)[0] <= target)[0]
