@@ -47,6 +47,9 @@ seconds; --gns-groups / --gns-every choose the estimator's arm):
 
     XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" taskset -c 1 \
         python experiments/bench_engine.py --also-gns-off --cpu-time --repeats 3 --gns-groups 2
+
+and with the batch sharded over N simulated devices (the groups then sit on the devices, whose
+gradients exist anyway), the same with --xla_force_host_platform_device_count=N in XLA_FLAGS.
 """
 
 from __future__ import annotations

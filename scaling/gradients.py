@@ -15,9 +15,10 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 # Without data shards, 4 groups: on one CPU thread (experiments/bench_engine.py, mnist1d MLP,
-# batch 128) a step costs 1.20x an unsplit one at 4 groups, 1.46x at 8 and 1.09x at 2, while
+# batch 128) a step costs 1.18x an unsplit one at 4 groups, 1.40x at 8 and 1.08x at 2, while
 # B_simple's moving average is only ~5-10% noisier at 4 than at 8, ~20-30% at 2
 # (experiments/gns_noise.py: the |G|^2 estimate's noise, the same for any k, dominates).
+# With the batch sharded over 2 or 8 devices the groups cost nothing measurable (README).
 DEFAULT_GROUPS = 4
 
 
