@@ -226,6 +226,10 @@ def describe(p: Prepared) -> str:
         lines += [f"  {'done ' if d else 'to do'}  {r.run_id}" for r, d in zip(runs, done)]
     lines += [f"extension: batch {e['batch_size']} {e['side']} side, learning rates "
               + ", ".join(f"{lr:.4g}" for lr in e["learning_rates"]) for e in p.extensions]
+    device = memory.device_limit(p.cfg.train.memory_limit_gb)
+    if device is not None:
+        lines.append(f"memory: {device / memory.GB:.3g} GB per device; the sweep compiles each "
+                     "batch size's chunk first and cuts its groups further if they do not fit")
     return "\n".join(lines)
 
 
@@ -290,6 +294,7 @@ class Session:
         self.context: tuple | None = None
         self.programs: dict[int, tuple[GroupProgram, Any]] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
+        self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
 
     def say(self, text: str) -> None:
         if not self.quiet and is_leader():
@@ -316,6 +321,7 @@ class Session:
         limit = self.p.cfg.train.max_group_size or max(1, len(runs))
         if runs:
             limit = self._fit_memory(runs[0].batch_size, min(limit, len(runs)))
+            self.widths[runs[0].batch_size] = limit
         for start in range(0, len(runs), limit):
             group = runs[start:start + limit]
             size = group[0].batch_size
@@ -361,7 +367,7 @@ class Session:
         left = {}
         for r in self.pending.values():
             left[r.batch_size] = left.get(r.batch_size, 0) + 1
-        groups_left = sum(-(-n // (limit or n)) for n in left.values())
+        groups_left = sum(-(-n // self.widths.get(size, limit or n)) for size, n in left.items())
         eta_s = progress.eta(time.perf_counter() - self.started, self.cost_done,
                              sum(p.cost(r) for r in self.pending.values()))
         rows = progress.batch_rows(mine, {r.run_id: self.known.get(r.run_id) for r in mine}, target)

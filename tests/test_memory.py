@@ -80,13 +80,7 @@ def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
 
 
 def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, capsys):
-    probe = _session(tmp_path / "probe", **ONE_BATCH)
-    program, _ = probe._program(8)
-    data, eval_data = probe.context[2:]
-    total = memory.chunk_bytes(program.memory_at(4, data, eval_data))
-    fixed = memory.tree_bytes(data, eval_data)
-    per_run = memory.per_run_bytes(total, fixed, 4, 1)
-    limit_gb = (fixed + 2.5 * per_run) / memory.SAFETY / memory.GB  # room for 2 runs, not 3
+    limit_gb = _limit_for(tmp_path, 2.5)  # room for 2 runs, not 3
     whole = sweep.run(cfg_of(**ONE_BATCH), tmp_path / "whole", quiet=True)
     split = sweep.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
                       tmp_path / "split")
@@ -96,3 +90,36 @@ def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path,
     assert_same(comparable(whole), comparable(split))
     out = capsys.readouterr().out
     assert "batch 8: 4 runs need about" in out and "GB: groups of 2\n" in out
+
+
+def _limit_for(tmp_path, runs: float) -> float:
+    """memory_limit_gb with room for `runs` runs of ONE_BATCH's group beside its data."""
+    probe = _session(tmp_path / "probe", **ONE_BATCH)
+    program, _ = probe._program(8)
+    data, eval_data = probe.context[2:]
+    fixed = memory.tree_bytes(data, eval_data)
+    per_run = memory.per_run_bytes(memory.chunk_bytes(program.memory_at(4, data, eval_data)),
+                                   fixed, 4, 1)
+    return (fixed + runs * per_run) / memory.SAFETY / memory.GB
+
+
+def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, capsys):
+    limit_gb = _limit_for(tmp_path, 1.5)  # one run per group: 4 groups, not 1
+    split = sweep.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
+                      tmp_path / "split")
+    assert [s["group_size"] for s in split] == [1] * 4
+    out = capsys.readouterr().out
+    assert "groups: 1 done, 3 left" in out and "groups: 4 done, 0 left" in out
+
+
+def test_dry_run_says_groups_may_be_cut_to_fit_memory(tmp_path, capsys):
+    from scaling.cli import main
+    from tests.test_sweep import write_config
+
+    args = ["sweep", write_config(tmp_path, **ONE_BATCH), "--out", str(tmp_path / "o"), "--dry-run"]
+    assert main(args) == 0
+    assert "memory:" not in capsys.readouterr().out  # CPU reports no limit
+    path = write_config(tmp_path, **{**ONE_BATCH, "train": {"memory_limit_gb": 2.0}})
+    assert main(["sweep", path, "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    assert "memory: 2 GB per device; the sweep compiles" in capsys.readouterr().out
+    assert not (tmp_path / "o").exists()
