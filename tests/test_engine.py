@@ -16,6 +16,7 @@ from scaling.parallel import make_mesh, put_replicated
 from scaling.sweep import group_spec
 from scaling.tasks import build_task
 from scaling.tasks.nqm import expected_loss
+from tests.devices import needs_devices
 
 
 def nqm_cfg(**over) -> config_mod.Config:
@@ -107,6 +108,7 @@ def test_vmapped_group_equals_runs_one_at_a_time():
             np.testing.assert_allclose(curves(alone, key)[0], curves(together, key)[i], rtol=2e-5)
 
 
+@needs_devices(8)
 def test_one_device_and_eight_devices_agree():
     # The same 8 groups on every mesh (the automatic count follows the data shards).
     cfg = digits_cfg(**{"batch.sizes": "[64]", "gns.groups": 8})

@@ -11,6 +11,7 @@ import pytest
 
 from scaling import launch, store
 from scaling.cli import build_parser, main
+from tests.devices import needs_devices
 from tests.test_sweep import assert_same, on_disk, write_config
 
 try:  # imported here, not under capsys: submitit's logging keeps the sys.stdout of its import
@@ -142,6 +143,7 @@ def test_a_job_array_on_the_local_executor_equals_the_local_sweep(reference, tmp
 
 
 @needs_submitit
+@needs_devices(8)
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(reference, tmp_path,

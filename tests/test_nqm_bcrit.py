@@ -6,6 +6,9 @@ grid), takes steps to target from it and fits S(B) the same way the analysis doe
 
 from __future__ import annotations
 
+import math
+
+import jax
 import numpy as np
 import pytest
 
@@ -24,7 +27,7 @@ def nqm_sweep_cfg(target: float) -> config_mod.Config:
         "learning_rate": {"min": 0.25, "max": 1.9, "num": 7}, "seeds": [0, 1, 2, 3],
         "budget": {"max_steps": MAX_STEPS}, "targets": [f"eval_loss<={target!r}"],
         "eval": {"every": 2, "points_per_decade": 0}, "train": {"chunk_steps": 100},
-        "parallel": {"data": 1, "runs": 8}, "gns": {"enabled": False}})
+        "parallel": {"data": 1, "runs": math.gcd(8, jax.device_count())}, "gns": {"enabled": False}})
 
 
 def exact_reference(options, target: float, steps: int) -> tuple[list[float], float]:

@@ -9,6 +9,7 @@ from scaling import config as config_mod
 from scaling.engine import RunSpec
 from scaling.parallel import make_mesh
 from scaling.repack import PAD, Packing, width_for
+from tests.devices import needs_devices
 from tests.test_engine import train_program
 
 # Momentum on the NQM (h_max = 1): the large rates diverge within a few steps, the middle ones
@@ -44,6 +45,7 @@ def assert_same_runs(a, b) -> None:
                                        rtol=1e-6, atol=1e-8, err_msg=key)
 
 
+@needs_devices(8)
 def test_repacking_changes_no_run_and_shrinks_the_group():
     runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES)]
     on, off = train(True, runs), train(False, runs)
@@ -56,6 +58,7 @@ def test_repacking_changes_no_run_and_shrinks_the_group():
     assert sum(w * n for w, n in widths.items()) < 8 * 20 / 2
 
 
+@needs_devices(8)
 def test_repacking_on_a_2x4_mesh_keeps_the_width_a_multiple_of_the_runs_axis():
     runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES[1:])]  # 7: one pad
     on, off = train(True, runs, runs_axis=2), train(False, runs, runs_axis=2)
