@@ -56,16 +56,21 @@ def fold(spec: GroupSpec, ema: gns.EMAState, sums: jax.Array, counts: jax.Array,
 
 def hessian_probe(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array, data: Any,
                   point: jax.Array) -> gns.HessianEstimate:
-    """Hessian-aware noise scale on a fresh batch (i.i.d. examples), off the training path."""
+    """Hessian-aware noise scale off the training path: the groups' gradients on one fresh
+    batch of i.i.d. examples, the Hessian on a second, independent one (gns.hessian_estimate)."""
     size = spec.batch_size
-    key = jax.random.fold_in(jax.random.fold_in(data_key, 0x7FFFFFFF), point)
-    if spec.num_train is None:
-        batch = task.sample(key, size)
-    else:
+
+    def draw(key: jax.Array) -> Any:
+        if spec.num_train is None:
+            return task.sample(key, size)
         idx = jax.random.randint(key, (size,), 0, spec.num_train)
-        batch = jax.tree.map(lambda a: a[idx], data)
+        return jax.tree.map(lambda a: a[idx], data)
+
+    key = jax.random.fold_in(jax.random.fold_in(data_key, 0x7FFFFFFF), point)
+    grad_key, hessian_key = jax.random.split(key)
     loss_fn = lambda p, b: jnp.mean(task.per_example_loss(p, b))
-    return gns.hessian_estimate(loss_fn, params, batch, spec.layout.num_groups)
+    return gns.hessian_estimate(loss_fn, params, draw(grad_key), spec.layout.num_groups,
+                                draw(hessian_key))
 
 
 def hessian_update(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array,

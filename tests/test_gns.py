@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -128,6 +129,49 @@ def test_hessian_noise_scale_matches_the_nqm_closed_form():
     assert np.isnan(records[0][0]["gns_ghg_point"]) and all(np.isfinite(points).all(axis=1))
     trace, ghg = np.sum(points, axis=0)
     assert trace / ghg == pytest.approx(exact["b_noise"], rel=0.1)
+
+
+def exact_hessian_stats(data, params, per_example):
+    """G^T H G and tr(H Sigma) over the 64 examples: every per-example gradient, the full Hessian."""
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    one = lambda f, e: per_example(unravel(f), jax.tree.map(lambda a: a[None], e))[0]
+    grads = np.asarray(jax.vmap(jax.grad(one), in_axes=(None, 0))(flat, data), np.float64)
+    hessian = np.asarray(jax.hessian(lambda f: jnp.mean(per_example(unravel(f), data)))(flat),
+                         np.float64)
+    mean = grads.mean(0)
+    centred = grads - mean
+    return mean @ hessian @ mean, np.einsum("ni,ij,nj->", centred, hessian, centred) / len(grads)
+
+
+@pytest.mark.parametrize("hessian_from", ["independent batch", "second half"])
+def test_hessian_estimate_converges_to_exact_statistics(hessian_from):
+    """On a finite data set with per-example curvature (softmax regression), G^T H G and
+    tr(H Sigma) averaged over i.i.d. batches match the exact values; the Hessian of the
+    gradients' own batch would not (shown last: the check can tell the two apart)."""
+    data, params, per_example, loss_fn = small_problem()
+    ghg_exact, trace_exact = exact_hessian_stats(data, params, per_example)
+    batches, size, groups = 4000, 8, 4
+    idx = jax.random.randint(jax.random.key(2), (batches, 2, size), 0, 64)  # i.i.d. draws
+    take = lambda i: jax.tree.map(lambda a: a[i], data)
+    if hessian_from == "independent batch":
+        one = lambda i: gns.hessian_estimate(loss_fn, params, take(i[0]), groups, take(i[1]))
+    else:  # the default: first half of one batch of 2 x size for the groups, second for H
+        one = lambda i: gns.hessian_estimate(loss_fn, params, take(i.reshape(-1)), groups)
+    est = jax.jit(jax.vmap(one))(idx)
+    for values, exact in ((est.ghg, ghg_exact), (est.trace_h_sigma, trace_exact)):
+        values = np.asarray(values, np.float64)
+        tolerance = 4 * values.std() / np.sqrt(batches)
+        assert abs(values.mean() - exact) <= tolerance
+        assert tolerance < 0.2 * abs(exact)
+    same = jax.jit(jax.vmap(lambda i: gns.hessian_estimate(loss_fn, params, take(i[0]), groups,
+                                                           take(i[0]))))(idx)
+    assert abs(np.mean(same.ghg) - ghg_exact) > 0.2 * abs(ghg_exact)
+
+
+def test_hessian_estimate_needs_an_even_batch_to_split():
+    data, params, _, loss_fn = small_problem()
+    with pytest.raises(ValueError, match="must be even"):
+        gns.hessian_estimate(loss_fn, params, jax.tree.map(lambda a: a[:9], data), 2)
 
 
 def test_hessian_measurement_needs_a_batch_that_splits():
