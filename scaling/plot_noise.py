@@ -29,16 +29,18 @@ def noise_series(records: list[dict], key: str,
                  loss: str = "train_loss") -> list[tuple[str, int, list[float], list[float]]]:
     """(run id, batch size, losses, noise scales) per run, rows where both are positive, up to
     the run's lowest loss: past it the loss stalls or rises while the estimate keeps moving,
-    which would draw the same loss over and over. B_simple is the windowed estimate of
-    scaling.curves.windowed_b_simple (no moving-average lag), B_noise the recorded one."""
-    from scaling.curves import windowed_b_simple
+    which would draw the same loss over and over. Both noise scales are the windowed estimates
+    the analysis reads at a target (scaling.curves: no moving-average lag; the recorded moving
+    average only where the window holds no measurement)."""
+    from scaling.curves import windowed_b_noise, windowed_b_simple
 
+    windowed = {"b_simple": windowed_b_simple, "b_noise": windowed_b_noise}[key]
     out = []
     for r in records:
         rows = r.get("metrics") or []
-        if key == "b_simple" and rows:
-            values = windowed_b_simple(rows, [m["step"] for m in rows])
-            rows = [dict(m, b_simple=float(v)) for m, v in zip(rows, values)]
+        if rows:
+            values = windowed(rows, [m["step"] for m in rows])
+            rows = [dict(m, **{key: float(v)}) for m, v in zip(rows, values)]
         rows = [m for m in rows if positive(m.get(loss)) and positive(m.get(key))]
         if rows:
             rows = rows[:min(range(len(rows)), key=lambda i: rows[i][loss]) + 1]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling import plots, report
+from scaling import curves, plots, report
 from scaling.plot_noise import noise_series
 from scaling.config import ConfigError, load, to_yaml
 
@@ -190,6 +190,15 @@ def test_noise_scale_vs_loss_on_one_run(tmp_path):
     with pytest.raises(ConfigError, match="b_simple"):
         plots.noise_scale_vs_loss(synthetic_records(False), tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()
+
+
+def test_noise_series_reads_b_noise_from_the_raw_hessian_points_like_the_analysis():
+    rows = [{"step": 10 * i, "train_loss": 3.0 - 0.1 * i, "b_noise": 7.0} for i in range(8)]
+    rows[4].update(gns_ghg_point=2.0, gns_trace_h_sigma_point=100.0)  # step 40: B_noise 50
+    (_, _, _, values), = noise_series([{"run_id": "r", "metrics": rows}], "b_noise")
+    assert values[4] == pytest.approx(50.0)  # the raw point, not the moving average's 7
+    assert values[1] == 7.0  # no Hessian point within 10 / 1.25 .. 10 * 1.25: the moving average
+    assert values == [curves.b_noise_at(rows, r["step"]) for r in rows]
 
 
 # ---------------------------------------------------------------- report
