@@ -110,9 +110,9 @@ def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batc
 
     H must come from examples independent of the gradients' (`hessian_batch`): the Hessian of
     the gradients' own batch correlates with them wherever per-example curvature and gradients
-    do (any non-quadratic loss), and then both forms carry a bias of order 1/B (17x G^T H G at
-    B=8 on a small MLP: experiments/hessian_bias.py). Without `hessian_batch`, the first half of `batch` gives
-    the groups' gradients and the second half the Hessian.
+    do (any non-quadratic loss), and then both forms carry a bias of order 1/B (17x G^T H G
+    at B=8 on a small MLP: experiments/hessian_bias.py). Without `hessian_batch`, the first
+    half of `batch` gives the groups' gradients and the second half the Hessian.
     """
     if hessian_batch is None:
         size = jax.tree.leaves(batch)[0].shape[0]
