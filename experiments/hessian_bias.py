@@ -1,7 +1,8 @@
 """Does the Hessian in B_noise have to come from examples independent of the gradients?
 
 On a finite data set (512 mnist1d examples) and a small MLP (hidden [32]) trained 300 steps,
-the exact G^T H G and tr(H Sigma) follow from every per-example gradient and the full Hessian.
+the exact G^T H G and tr(H Sigma) follow from every per-example gradient and the full Hessian
+(scaling.gns.exact_statistics).
 scaling.gns.hessian_estimate's two-batch estimates, averaged over 10,000 i.i.d. batches of B
 examples in 4 groups, are compared with them twice: with the Hessian of an independent batch
 (what the engine does) and with the Hessian of the gradients' own batch. The second is biased
@@ -14,7 +15,6 @@ eps_max = |G|^2 / G^T H G cannot.
 from __future__ import annotations
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -26,7 +26,7 @@ N, DRAWS, GROUPS = 512, 10000, 4
 
 
 def trained_problem():
-    """(data, params, mean loss) after 300 momentum-SGD steps on batches of 64."""
+    """(data, params, per-example loss) after 300 momentum-SGD steps on batches of 64."""
     cfg = config_mod.from_dict({"task": {"name": "mnist1d", "num_samples": 1000},
                                 "model": {"name": "mlp", "hidden": [32]},
                                 "batch": {"sizes": [8]}, "learning_rate": {"values": [0.1]},
@@ -46,24 +46,14 @@ def trained_problem():
     state = tx.init(params)
     for i in range(300):
         params, state = step(params, state, i)
-    return data, params, loss
-
-
-def exact(data, params, loss) -> tuple[float, float]:
-    """G^T H G and tr(H Sigma) from all N per-example gradients and the full Hessian."""
-    flat, unravel = jax.flatten_util.ravel_pytree(params)
-    on = lambda f, b: loss(unravel(f), b)
-    grads = jax.vmap(lambda e: jax.grad(on)(flat, jax.tree.map(lambda a: a[None], e)))(data)
-    hessian = jax.hessian(on)(flat, data)
-    grads, hessian = np.asarray(grads, np.float64), np.asarray(hessian, np.float64)
-    mean = grads.mean(0)
-    centred = grads - mean
-    return float(mean @ hessian @ mean), float(np.einsum("ni,ij,nj->", centred, hessian, centred) / N)
+    return data, params, task.per_example_loss
 
 
 def main() -> None:
-    data, params, loss = trained_problem()
-    ghg, trace = exact(data, params, loss)
+    data, params, per_example = trained_problem()
+    loss = lambda p, b: jnp.mean(per_example(p, b))
+    truth = gns.exact_statistics(per_example, params, data)
+    ghg, trace = truth.ghg, truth.trace_h_sigma
     print(f"exact: G^T H G {ghg:.4g}, tr(H Sigma) {trace:.4g}, B_noise {trace / ghg:.1f}")
     print(f"{'B':>5}  {'Hessian from':<22}{'G^T H G / exact':>22}{'tr(H Sigma) / exact':>22}"
           f"{'B_noise':>9}   (ratios of the means over the draws, +- one standard error)")

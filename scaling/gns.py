@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
+import numpy as np
 
 
 def unbiased_estimates(sq_small: jax.Array, sq_big: jax.Array, b_small: float, b_big: float
@@ -127,3 +129,27 @@ def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batc
     ghg, trace_h_sigma = _two_batch(form, grads, size)
     g2, _ = _two_batch(tree_sq_norm, grads, size)
     return HessianEstimate(ghg, trace_h_sigma, trace_h_sigma / ghg, g2 / ghg)
+
+
+class ExactStatistics(NamedTuple):
+    g2: float
+    trace_sigma: float
+    ghg: float
+    trace_h_sigma: float
+
+
+def exact_statistics(per_example_loss: Callable[[Any, Any], jax.Array], params: Any,
+                     data: Any) -> ExactStatistics:
+    """|G|^2, tr(Sigma), G^T H G and tr(H Sigma) over a finite data set, the ground truth the
+    estimators are checked against: every per-example gradient (population covariance) and
+    the full Hessian of the mean loss, in float64. The Hessian is formed: small models only."""
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    one = lambda f, e: per_example_loss(unravel(f), jax.tree.map(lambda a: a[None], e))[0]
+    grads = np.asarray(jax.vmap(jax.grad(one), in_axes=(None, 0))(flat, data), np.float64)
+    hessian = np.asarray(jax.hessian(lambda f: jnp.mean(per_example_loss(unravel(f), data)))(flat),
+                         np.float64)
+    mean = grads.mean(0)
+    centred = grads - mean
+    return ExactStatistics(float(mean @ mean), float((centred ** 2).sum(1).mean()),
+                           float(mean @ hessian @ mean),
+                           float(np.einsum("ni,ij,nj->", centred, hessian, centred) / len(grads)))

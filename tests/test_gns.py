@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -34,15 +33,6 @@ def small_problem():
     return {"x": x, "y": y}, params, per_example, loss_fn
 
 
-def exact_stats(data, params, per_example):
-    """|G|^2 and tr(Sigma) from all 64 per-example gradients (population covariance)."""
-    grads = jax.vmap(jax.grad(lambda p, e: per_example(p, jax.tree.map(lambda a: a[None], e))[0]),
-                     in_axes=(None, 0))(params, data)
-    flat = np.concatenate([np.asarray(g).reshape(64, -1) for g in jax.tree.leaves(grads)], axis=1)
-    mean = flat.mean(0)
-    return float(mean @ mean), float(((flat - mean) ** 2).sum(1).mean())
-
-
 def test_unbiased_estimates_invert_the_expected_norms():
     g2, trace = 2.0, 30.0
     sq = lambda b: g2 + trace / b  # E|G_B|^2
@@ -53,7 +43,8 @@ def test_unbiased_estimates_invert_the_expected_norms():
 @pytest.mark.parametrize("num_groups", [2, 8])
 def test_estimate_converges_to_exact_statistics(num_groups):
     data, params, per_example, loss_fn = small_problem()
-    g2_exact, trace_exact = exact_stats(data, params, per_example)
+    truth = gns.exact_statistics(per_example, params, data)
+    g2_exact, trace_exact = truth.g2, truth.trace_sigma
     batches, size = 4000, 32
     idx = jax.random.randint(jax.random.key(1), (batches, size), 0, 64)  # i.i.d. draws
     draw = jax.vmap(lambda i: gns.estimate(loss_fn, params, jax.tree.map(lambda a: a[i], data),
@@ -131,25 +122,14 @@ def test_hessian_noise_scale_matches_the_nqm_closed_form():
     assert trace / ghg == pytest.approx(exact["b_noise"], rel=0.1)
 
 
-def exact_hessian_stats(data, params, per_example):
-    """G^T H G and tr(H Sigma) over the 64 examples: every per-example gradient, the full Hessian."""
-    flat, unravel = jax.flatten_util.ravel_pytree(params)
-    one = lambda f, e: per_example(unravel(f), jax.tree.map(lambda a: a[None], e))[0]
-    grads = np.asarray(jax.vmap(jax.grad(one), in_axes=(None, 0))(flat, data), np.float64)
-    hessian = np.asarray(jax.hessian(lambda f: jnp.mean(per_example(unravel(f), data)))(flat),
-                         np.float64)
-    mean = grads.mean(0)
-    centred = grads - mean
-    return mean @ hessian @ mean, np.einsum("ni,ij,nj->", centred, hessian, centred) / len(grads)
-
-
 @pytest.mark.parametrize("hessian_from", ["independent batch", "second half"])
 def test_hessian_estimate_converges_to_exact_statistics(hessian_from):
     """On a finite data set with per-example curvature (softmax regression), G^T H G and
     tr(H Sigma) averaged over i.i.d. batches match the exact values; the Hessian of the
     gradients' own batch would not (shown last: the check can tell the two apart)."""
     data, params, per_example, loss_fn = small_problem()
-    ghg_exact, trace_exact = exact_hessian_stats(data, params, per_example)
+    truth = gns.exact_statistics(per_example, params, data)
+    ghg_exact, trace_exact = truth.ghg, truth.trace_h_sigma
     batches, size, groups = 4000, 8, 4
     idx = jax.random.randint(jax.random.key(2), (batches, 2, size), 0, 64)  # i.i.d. draws
     take = lambda i: jax.tree.map(lambda a: a[i], data)
@@ -185,7 +165,8 @@ def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic():
     ratios = []  # per Hessian point: (tr(H Sigma), G^T H G) over this seed's exact values
     for seed, rows in enumerate(records):
         params = task.init(jax.random.split(jax.random.key(seed))[0])  # the engine's init key
-        ghg, trace = exact_hessian_stats(data, params, task.per_example_loss)
+        truth = gns.exact_statistics(task.per_example_loss, params, data)
+        ghg, trace = truth.ghg, truth.trace_h_sigma
         ratios += [(r["gns_trace_h_sigma_point"] / trace, r["gns_ghg_point"] / ghg)
                    for r in rows[1:]]
     ratios = np.asarray(ratios)
