@@ -1,10 +1,12 @@
 """From run folders to the numbers of the papers: steps to target, best LR, S(B) fit, B_crit.
 
-For each target: the steps each run needs (interpolated between evaluation points), the best
-learning rate per batch size (mean over seeds), the trade-off S(B) = S_min + E_min / B fitted in
-log space with a bootstrap interval on B_crit = E_min / S_min, the scaling regimes of Shallue et
-al. (2018) and the noise scale at the crossing. Then the learning-rate rules against the
-measured optima (DESIGN.md section 3). Output: the analysis.json contract (version 1).
+For each target: the steps each run needs under the sweep's rule for "reached" (scaling.targets,
+interpolated between evaluation points), each batch size's learning rate and its steps under
+the chosen selection (scaling.selection), the trade-off S(B) = S_min + E_min / B fitted in log
+space with a bootstrap interval on B_crit = E_min / S_min, the scaling regimes of Shallue et al.
+(2018) and the noise scale at the crossing; beside it, B_crit under the first crossing and the
+fewest mean steps, the definition most papers used. Then the learning-rate rules against the
+measured optima. Output: the analysis.json contract (version 2, docs/results-format.md).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import numpy as np
 import yaml
 
 from scaling import store
-from scaling.config import AXES, ConfigError, parse_target
-from scaling.curves import b_noise_at, b_simple_at, examples_at, finite, steps_to_target
+from scaling.config import AXES, AnalysisConfig, ConfigError, parse_target
+from scaling.curves import b_noise_at, b_simple_at, examples_at, finite
 from scaling.lr_analysis import lr_rules
+from scaling.selection import SELECTIONS, Choice, cell_means, choose, resampled_steps
+from scaling.targets import RULES, Reach, crossing
 from scaling.tradeoff import fit_tradeoff, regimes
+
+FIRST = Reach("first")  # the definition the comparison uses, with the fewest mean steps
 
 
 # ---------------------------------------------------------------- grids of runs
@@ -29,7 +35,9 @@ from scaling.tradeoff import fit_tradeoff, regimes
 
 @dataclass
 class Grid:
-    """One batch size at one target: per grid LR (ascending), the per-seed values (NaN: not reached)."""
+    """One batch size at one target and one combination of the optimizer scalars that are grid
+    axes: per grid LR (ascending), the per-seed values, seeds aligned across every grid of the
+    batch size (NaN: not reached, or no such run)."""
 
     lrs: list[float] = field(default_factory=list)
     steps: list[np.ndarray] = field(default_factory=list)
@@ -41,11 +49,11 @@ class Grid:
 
     def means(self) -> np.ndarray:
         """Mean steps over seeds per LR; NaN unless every seed reached the target."""
-        return np.array([s.mean() for s in self.steps])
+        return cell_means(self.stack("steps"))
 
-    def best(self) -> int | None:
-        means = self.means()
-        return None if np.all(np.isnan(means)) else int(np.nanargmin(means))
+    def stack(self, name: str) -> np.ndarray:
+        """One of the per-LR fields as an array, LRs x seeds."""
+        return np.array(getattr(self, name), float).reshape(len(self.lrs), -1)
 
 
 def _nan(value: float | None) -> float:
@@ -61,8 +69,9 @@ def varying_hyperparameters(records: list[dict]) -> list[str]:
     return [k for k in AXES if len(values[k]) > 1]
 
 
-def run_table(records: list[dict], targets: list[str]) -> list[dict]:
-    """One entry per run: identity, status and the interpolated steps/examples/noise per target."""
+def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST) -> list[dict]:
+    """One entry per run: identity, status and the interpolated steps/examples/noise per target
+    under `reach`, and the first crossing beside it."""
     table, axes = [], varying_hyperparameters(records)
     for rec in records:
         cfg, rows = rec["config"], rec["metrics"]
@@ -70,10 +79,12 @@ def run_table(records: list[dict], targets: list[str]) -> list[dict]:
                  "learning_rate": float(cfg["learning_rate"]), "seed": int(cfg["seed"]),
                  "hyperparameters": {k: cfg["optimizer"][k] for k in axes},
                  "status": rec["summary"].get("status"), "steps_to_target": {},
-                 "examples_to_target": {}, "b_simple": {}, "b_noise": {}}
+                 "examples_to_target": {}, "b_simple": {}, "b_noise": {}, "first_crossing": {}}
         for name in targets:
-            step = None if entry["status"] == "diverged" else steps_to_target(rows, name)
+            diverged = entry["status"] == "diverged"
+            step = None if diverged else crossing(rows, name, reach)
             entry["steps_to_target"][name] = step
+            entry["first_crossing"][name] = None if diverged else crossing(rows, name, FIRST)
             entry["examples_to_target"][name] = (
                 None if step is None else examples_at(rows, step, entry["batch_size"]))
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
@@ -82,36 +93,55 @@ def run_table(records: list[dict], targets: list[str]) -> list[dict]:
     return table
 
 
-def grids(table: list[dict], target: str) -> dict[int, Grid]:
-    """Per batch size, the runs by learning rate (seeds stacked) for one target. With optimizer
-    scalars as grid axes, each combination is its own grid and the batch size keeps the one
-    with the fewest steps: those scalars are tuned per batch size like the learning rate."""
-    cells: dict[int, dict[tuple, dict[float, list[dict]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
+def grids(table: list[dict], target: str, key: str = "steps_to_target") -> dict[int, list[Grid]]:
+    """Per batch size, one Grid per combination of the optimizer scalars that are grid axes (a
+    single one without such axes): the runs by learning rate, seeds aligned, for one target.
+    `key` names the steps to read: steps_to_target (the sweep's rule) or first_crossing; with
+    first_crossing, examples and noise scales are not read."""
+    cells: dict[int, dict[tuple, dict[float, dict[int, dict]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(dict)))
     for run in table:
         combo = tuple(sorted(run["hyperparameters"].items()))
-        cells[run["batch_size"]][combo][run["learning_rate"]].append(run)
-    return {size: min((_grid(by_lr, dict(combo), target) for combo, by_lr in combos.items()),
-                      key=_best_steps)
-            for size, combos in sorted(cells.items())}
+        cells[run["batch_size"]][combo][run["learning_rate"]][run["seed"]] = run
+    out = {}
+    for size, combos in sorted(cells.items()):
+        seeds = sorted({s for by_lr in combos.values() for runs in by_lr.values() for s in runs})
+        out[size] = [_grid(by_lr, dict(combo), target, seeds, key)
+                     for combo, by_lr in sorted(combos.items())]
+    return out
 
 
-def _grid(by_lr: dict[float, list[dict]], hyperparameters: dict, target: str) -> Grid:
+def _grid(by_lr: dict[float, dict[int, dict]], hyperparameters: dict, target: str,
+          seeds: list[int], key: str) -> Grid:
     grid = Grid(hyperparameters=hyperparameters)
+    own = key == "steps_to_target"
     for lr in sorted(by_lr):
-        runs = by_lr[lr]
+        runs = [by_lr[lr].get(seed) for seed in seeds]
+        read = lambda field, ok=True: np.array(
+            [_nan(r[field][target]) if r is not None and ok else math.nan for r in runs])
         grid.lrs.append(lr)
-        grid.steps.append(np.array([_nan(r["steps_to_target"][target]) for r in runs]))
-        grid.examples.append(np.array([_nan(r["examples_to_target"][target]) for r in runs]))
-        grid.b_simple.append(np.array([_nan(r["b_simple"][target]) for r in runs]))
-        grid.b_noise.append(np.array([_nan(r["b_noise"][target]) for r in runs]))
-        grid.diverged.append(any(r["status"] == "diverged" for r in runs))
+        grid.steps.append(read(key))
+        grid.examples.append(read("examples_to_target", own))
+        grid.b_simple.append(read("b_simple", own))
+        grid.b_noise.append(read("b_noise", own))
+        grid.diverged.append(any(r is not None and r["status"] == "diverged" for r in runs))
     return grid
 
 
-def _best_steps(grid: Grid) -> float:
-    best = grid.best()
-    return math.inf if best is None else float(grid.means()[best])
+def select(size_grids: list[Grid], how: str) -> tuple[Choice, Grid, int] | None:
+    """The selection over every cell of a batch size: (choice over the stacked cells, the grid
+    holding the best cell, that cell's LR index); None when no cell was reached by every seed."""
+    labels = [(g, i) for g, grid in enumerate(size_grids) for i in range(len(grid.lrs))]
+    choice = choose(_stacked(size_grids, "steps"), how)
+    if choice is None:
+        return None
+    g, i = labels[choice.best]
+    return choice, size_grids[g], i
+
+
+def _stacked(size_grids: list[Grid], name: str) -> np.ndarray:
+    """A field of every cell of a batch size, cells x seeds."""
+    return np.concatenate([grid.stack(name) for grid in size_grids])
 
 
 def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
@@ -128,24 +158,34 @@ def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
     return float(np.exp(np.clip(-b / (2 * a), x[0], x[2])))
 
 
-def _nanmean(values: np.ndarray) -> float | None:
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else None
+def best_point(size: int, size_grids: list[Grid], how: str = "min") -> dict | None:
+    """The analysis.json point for one batch size, None when no LR reached the target.
 
-
-def best_point(size: int, grid: Grid) -> dict | None:
-    """The analysis.json point for one batch size, None when no LR reached the target."""
-    best = grid.best()
-    if best is None:
+    best_lr is the cell with the fewest mean steps; steps, examples and the noise scales are
+    read as the selection `how` says (scaling.selection); steps_min is that fewest mean and
+    steps_crossfit the cross-fitted steps (None with one seed), whatever `how` is, so the
+    winner's curse left in `min` can be read off.
+    """
+    picked = select(size_grids, how)
+    if picked is None:
         return None
+    choice, grid, best = picked
     means, lrs = grid.means(), np.array(grid.lrs)
     edge = "low" if best == 0 else "high" if best == len(lrs) - 1 else None
+    read = lambda name: _finite_or_none(choice.mean(_stacked(size_grids, name)))
+    steps = _stacked(size_grids, "steps")
+    crossfit = choose(steps, "crossfit") if steps.shape[1] > 1 else None
     return {"batch_size": size, "best_lr": float(lrs[best]), "hyperparameters": grid.hyperparameters,
             "refined_lr": refine_lr(lrs, means, best), "at_edge": edge,
-            "steps": float(means[best]), "examples": float(grid.examples[best].mean()),
-            "num_lrs": len(lrs), "num_reached": int(np.sum(np.isfinite(means))),
-            "num_diverged": int(sum(grid.diverged)),
-            "b_simple": _nanmean(grid.b_simple[best]), "b_noise": _nanmean(grid.b_noise[best])}
+            "steps": read("steps"), "steps_min": choice.naive,
+            "steps_crossfit": crossfit and crossfit.mean(steps), "examples": read("examples"),
+            "num_lrs": len(lrs),
+            "num_reached": int(np.sum(np.isfinite(means))), "num_diverged": int(sum(grid.diverged)),
+            "b_simple": read("b_simple"), "b_noise": read("b_noise")}
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 # ---------------------------------------------------------------- trade-off fit with interval
@@ -162,14 +202,17 @@ def _fit_samples(sizes: np.ndarray, steps: np.ndarray) -> tuple[float, float] | 
     return fit_tradeoff(sizes[ok], steps[ok])
 
 
-def bootstrap_fits(grid_by_size: dict[int, Grid], points: list[dict], num: int,
-                   rng: np.random.Generator) -> list[tuple[float, float]]:
-    """Refits of S(B) on resampled data: seeds within each (B, LR) cell when there are 2 or
-    more seeds, else the (B, steps) points themselves (needs 3 or more points)."""
+def bootstrap_fits(grids_by_size: dict[int, list[Grid]], points: list[dict], num: int,
+                   rng: np.random.Generator, how: str = "min") -> list[tuple[float, float]]:
+    """Refits of S(B) on resampled data: whole seeds of each batch size (every cell keeps the
+    same draw, as the seeds share data order across learning rates) with the selection redone
+    on each draw, when there are 2 or more seeds; else the (B, steps) points themselves (needs
+    3 or more points)."""
     if num <= 0:
         return []
     sizes = np.array([p["batch_size"] for p in points], float)
-    if max(len(s) for g in grid_by_size.values() for s in g.steps) < 2:
+    stacks = {p["batch_size"]: _stacked(grids_by_size[p["batch_size"]], "steps") for p in points}
+    if max(s.shape[1] for s in stacks.values()) < 2:
         if len(points) < 3:
             return []
         steps = np.array([p["steps"] for p in points])
@@ -178,16 +221,15 @@ def bootstrap_fits(grid_by_size: dict[int, Grid], points: list[dict], num: int,
         return [f for f in fits if f is not None]
     best = np.empty((len(points), num))
     for row, p in enumerate(points):
-        per_lr = [seeds[rng.integers(0, len(seeds), (num, len(seeds)))].mean(axis=1)
-                  for seeds in grid_by_size[p["batch_size"]].steps]
-        best[row] = np.nan_to_num(np.array(per_lr), nan=np.inf).min(axis=0)
-    best[np.isinf(best)] = np.nan
+        steps = stacks[p["batch_size"]]
+        draws = rng.integers(0, steps.shape[1], (num, steps.shape[1]))
+        best[row] = resampled_steps(steps, how, draws)
     fits = (_fit_samples(sizes, best[:, k]) for k in range(num))
     return [f for f in fits if f is not None]
 
 
-def fit_with_interval(grid_by_size: dict[int, Grid], points: list[dict], num: int,
-                      rng: np.random.Generator) -> dict | None:
+def fit_with_interval(grids_by_size: dict[int, list[Grid]], points: list[dict], num: int,
+                      rng: np.random.Generator, how: str = "min") -> dict | None:
     """The analysis.json "fit" object, None with fewer than 2 batch sizes reaching the target."""
     if len(points) < 2:
         return None
@@ -195,7 +237,7 @@ def fit_with_interval(grid_by_size: dict[int, Grid], points: list[dict], num: in
     steps = np.array([p["steps"] for p in points])
     s_min, e_min = fit_tradeoff(sizes, steps)
     residual = np.log(s_min + e_min / sizes) - np.log(steps)
-    samples = bootstrap_fits(grid_by_size, points, num, rng)
+    samples = bootstrap_fits(grids_by_size, points, num, rng, how)
     return {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min,
             "s_min_ci": _percentiles([s for s, _ in samples]),
             "e_min_ci": _percentiles([e for _, e in samples]),
@@ -222,13 +264,15 @@ def _sweep_yaml(out: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
-def _check_metrics(records: list[dict], targets: list[str]) -> None:
+def _check_metrics(records: list[dict], targets: list[str], reach: Reach) -> None:
     recorded = {k for rec in records for row in rec["metrics"] for k, v in row.items() if finite(v)}
     for name in targets:
-        metric = parse_target(name)[0]
-        if metric not in recorded:
-            raise ConfigError(f"targets: {name!r} uses {metric!r}, which no run in this folder "
-                              f"recorded; expected one of {', '.join(sorted(recorded))}")
+        column = reach.column(parse_target(name)[0])
+        if column not in recorded:
+            why = " (rule ema reads the moving average's metrics: train with eval.ema_decay)" \
+                if reach.rule == "ema" else ""
+            raise ConfigError(f"targets: {name!r} needs {column!r}, which no run in this folder "
+                              f"recorded{why}; expected one of {', '.join(sorted(recorded))}")
 
 
 def _sweep_section(out: Path, cfg: dict, records: list[dict], table: list[dict]) -> dict:
@@ -244,30 +288,68 @@ def _sweep_section(out: Path, cfg: dict, records: list[dict], table: list[dict])
             "statuses": dict(Counter(r["status"] for r in table))}
 
 
-def analyze_target(name: str, table: list[dict], bootstrap: int,
-                   rng: np.random.Generator) -> tuple[dict, dict[int, Grid]]:
-    """One entry of analysis.json "targets", and the grids it was computed from."""
-    metric, op, value = parse_target(name)
-    by_size = grids(table, name)
-    points = [p for size, g in by_size.items() if (p := best_point(size, g)) is not None]
+def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator, how: str,
+           key: str) -> tuple[list[dict], dict[int, list[Grid]], list[dict], dict | None]:
+    """(points, grids, timed points, fit) of one target with steps read from `key`."""
+    by_size = grids(table, name, key)
+    points = [p for size, g in by_size.items() if (p := best_point(size, g, how)) is not None]
     timed = [p for p in points if p["steps"] > 0]  # a target met at step 0 says nothing on S(B)
-    fit = fit_with_interval(by_size, timed, bootstrap, rng)
+    return points, by_size, timed, fit_with_interval(by_size, timed, bootstrap, rng, how)
+
+
+def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator,
+                   how: str = "min") -> tuple[dict, dict[int, Grid]]:
+    """One entry of analysis.json "targets", and per batch size the grid holding its best cell
+    (the learning-rate curve the rules are read on)."""
+    metric, op, value = parse_target(name)
+    points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target")
+    first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing")
     b_simple = median_positive([p["b_simple"] for p in points])
+    ci = fit and fit["b_crit_ci"]
+    first_b = first_fit and first_fit["b_crit"]
     entry = {"name": name, "metric": metric, "op": op, "value": value, "points": points,
-             "unreached_batch_sizes": [s for s, g in by_size.items() if g.best() is None],
+             "unreached_batch_sizes": [s for s, g in by_size.items() if select(g, how) is None],
              "fit": fit, "s_min": fit and fit["s_min"], "e_min": fit and fit["e_min"],
-             "b_crit": fit and fit["b_crit"], "b_crit_ci": fit and fit["b_crit_ci"],
+             "b_crit": fit and fit["b_crit"], "b_crit_ci": ci,
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
              "b_simple": b_simple, "b_noise": median_positive([p["b_noise"] for p in points]),
-             "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None}
-    return entry, by_size
+             "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
+             "first_crossing": {
+                 "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
+                 "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
+                 "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])}}
+    chosen = {size: picked[1] for size, g in by_size.items() if (picked := select(g, how))}
+    return entry, chosen
+
+
+def sweep_reading(out: Path) -> Reach:
+    """The rule a sweep folder ran with (sweep.yaml); one written before the rules existed has
+    no `reached` section, and its runs stopped at the first crossing."""
+    section = _sweep_yaml(Path(out)).get("reached")
+    return Reach(**section) if section else FIRST
+
+
+def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, str]:
+    """The rule and selection to analyse with: as given, else the sweep's own."""
+    cfg = _sweep_yaml(out)
+    if reach is None:
+        reach = sweep_reading(out)
+    how = how or (cfg.get("analysis") or {}).get("lr_selection") or AnalysisConfig.lr_selection
+    if reach.rule not in RULES:
+        raise ConfigError(f"reached.rule: got {reach.rule!r}, expected one of {', '.join(RULES)}")
+    if not reach.window > 1:
+        raise ConfigError(f"reached.window: got {reach.window!r}, expected a number > 1")
+    if how not in SELECTIONS:
+        raise ConfigError(f"lr_selection: got {how!r}, expected one of {', '.join(SELECTIONS)}")
+    return reach, how
 
 
 def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
-            seed: int = 0) -> dict:
-    """Read the finished runs in `out` and return the analysis.json dict (version 1).
+            seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None) -> dict:
+    """Read the finished runs in `out` and return the analysis.json dict (version 2).
 
-    The learning-rate rules are judged at the first target that some batch size reached.
+    `reach` and `lr_selection` default to the sweep's (sweep.yaml). The learning-rate rules
+    are judged at the first target that some batch size reached.
     """
     out = Path(out)
     if bootstrap < 0:
@@ -277,18 +359,22 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
         raise ConfigError(f"{out}: holds no finished runs (no runs/*/summary.json); "
                           "expected the --out folder of a sweep")
     cfg = _sweep_yaml(out)
+    reach, how = _reading(out, reach, lr_selection)
     targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
     if not targets:
         raise ConfigError(f"targets: {out} names none; expected at least one, e.g. eval_loss<=1.0")
-    _check_metrics(records, targets)
-    table = run_table(records, targets)
-    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]))
+    _check_metrics(records, targets, reach)
+    table = run_table(records, targets, reach)
+    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
                for i, t in enumerate(targets)]
     rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
                                "status", "steps_to_target", "examples_to_target")} for r in table]
-    return {"version": 1, "sweep": _sweep_section(out, cfg, records, table),
-            "primary_target": targets[0], "runs": runs, "targets": [e for e, _ in results],
+    return {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
+            "reached": {"rule": reach.rule, "window": reach.window,
+                        "definition": reach.describe()},
+            "lr_selection": how, "primary_target": targets[0], "runs": runs,
+            "targets": [e for e, _ in results],
             "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids)}
 
 
@@ -305,7 +391,8 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
 
 def summary_table(analysis: dict) -> str:
     """Plain-text digest for the terminal: best LR and steps per batch size, then the fit."""
-    lines = []
+    lines = [f"reached: {analysis['reached']['definition']}; learning rate: "
+             f"{analysis['lr_selection']}"]
     for t in analysis["targets"]:
         lines += [f"target {t['name']}",
                   f"  {'batch':>7} {'best lr':>10} {'edge':>5} {'steps':>10} {'examples':>12}"]
@@ -316,7 +403,8 @@ def summary_table(analysis: dict) -> str:
         ci = t["b_crit_ci"]
         ci_text = f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""
         lines.append(f"  S_min {_fmt(t['s_min'])} steps, E_min {_fmt(t['e_min'])} examples, "
-                     f"B_crit {_fmt(t['b_crit'])}{ci_text}, B_simple {_fmt(t['b_simple'])}")
+                     f"B_crit {_fmt(t['b_crit'])}{ci_text}, B_simple {_fmt(t['b_simple'])}; "
+                     f"first crossing: B_crit {_fmt(t['first_crossing']['b_crit'])}")
     if analysis["lr_rules"]:
         lines.append(analysis["lr_rules"]["summary"])
     return "\n".join(lines)

@@ -12,6 +12,8 @@ import sys
 from typing import Any, Callable
 
 from scaling.config import ConfigError
+from scaling.selection import SELECTIONS
+from scaling.targets import RULES, Reach
 
 
 class UsageError(Exception):
@@ -273,27 +275,51 @@ def add_analyze(sub: Any) -> None:
                    help="targets to analyse, e.g. eval_loss<=0.5 (default: the config's)")
     p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
                    help="bootstrap resamples for the confidence intervals (default 1000)")
+    p.add_argument("--rule", choices=RULES,
+                   help="when a run has reached a target (default: the sweep's reached.rule)")
+    p.add_argument("--window", type=_window, help="window factor of rules sustained and "
+                   "smoothed (default: the sweep's reached.window)")
+    p.add_argument("--lr-selection", choices=SELECTIONS,
+                   help="each batch size's learning rate and steps (default: the sweep's "
+                        "analysis.lr_selection)")
     p.add_argument("--json", action="store_true", help="print analysis.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="print only where the files are")
     p.set_defaults(func=run_analyze)
 
 
+def _window(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number > 1")
+    return value
+
+
 def run_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    from scaling.analysis import sweep_reading
 
     out = Path(args.dir)
     if not (out / "runs").is_dir():
         raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
                          "--out folder of scaling sweep or scaling train")
-    return _analyze(out, args.targets, args.bootstrap, args.json, args.quiet)
+    reach = None
+    if args.rule is not None or args.window is not None:
+        own = sweep_reading(out)
+        reach = Reach(args.rule or own.rule, args.window or own.window)
+    return _analyze(out, args.targets, args.bootstrap, args.json, args.quiet, reach,
+                    args.lr_selection)
 
 
 def _analyze(out: Any, targets: list[str] | None, bootstrap: int, as_json: bool,
-             quiet: bool) -> int:
+             quiet: bool, reach: Any = None, lr_selection: str | None = None) -> int:
     """Analyse, draw, report; file locations go to stderr under --json so stdout stays JSON."""
     from scaling import analysis, plots, report, store
 
-    result = analysis.analyze(out, targets, bootstrap)
+    result = analysis.analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection)
     records = store.load(out)
     written = [analysis.write(out, result)]
     figures = plots.write_all(result, records, out / "figures")

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from scaling import targets as targets_mod
+
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names key, value and what is accepted."""
@@ -27,7 +29,7 @@ SCHEDULES = ("constant", "linear", "cosine")
 LR_MODES = ("grid", "rule", "centered")
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
-TARGET_PATTERN = re.compile(r"^\s*([a-z_]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
+LR_SELECTIONS = ("min", "crossfit")
 
 
 class _YAMLLoader(yaml.SafeLoader):
@@ -145,11 +147,37 @@ class BudgetConfig:
 
 @dataclass
 class EvalConfig:
-    """When to evaluate: geometric spacing for steps-to-target resolution plus a fixed cadence."""
+    """When to evaluate: geometric spacing for steps-to-target resolution plus a fixed cadence.
+
+    ema_decay: also evaluate an exponential moving average of the parameters with this decay
+    per step (bias-corrected), recorded as eval_loss_ema etc.; null: off.
+    """
 
     every: int | None = None
     points_per_decade: int = 20
     examples: int | None = None
+    ema_decay: float | None = None
+
+
+@dataclass
+class ReachedConfig:
+    """When a run counts as having reached a target (scaling.targets): rule first, sustained,
+    smoothed or ema, and the window factor of sustained and smoothed."""
+
+    rule: str = targets_mod.DEFAULT_RULE
+    window: float = targets_mod.DEFAULT_WINDOW
+
+    @property
+    def reach(self) -> targets_mod.Reach:
+        return targets_mod.Reach(self.rule, self.window)
+
+
+@dataclass
+class AnalysisConfig:
+    """How the analysis picks each batch size's learning rate: min (the fewest mean steps over
+    seeds) or crossfit (chosen on the other seeds, measured on each held-out seed)."""
+
+    lr_selection: str = "min"
 
 
 @dataclass
@@ -207,6 +235,8 @@ class Config:
     learning_rate: LearningRateConfig = field(default_factory=LearningRateConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     targets: list[str] = field(default_factory=list)
+    reached: ReachedConfig = field(default_factory=ReachedConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     seeds: list[int] = field(default_factory=lambda: [0])
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -373,11 +403,25 @@ def _need(ok: bool, key: str, value: Any, accepted: str) -> None:
 
 def parse_target(text: str) -> tuple[str, str, float]:
     """'eval_loss<=0.5' -> ('eval_loss', '<=', 0.5)."""
-    match = TARGET_PATTERN.match(text)
-    _need(match is not None, "targets", text, "METRIC<=VALUE or METRIC>=VALUE, e.g. eval_loss<=0.5")
-    metric, op, value = match.groups()
+    try:
+        metric, op, value = targets_mod.parse_target(text)
+    except ValueError:
+        raise ConfigError(f"targets: got {text!r}, expected METRIC<=VALUE or METRIC>=VALUE, "
+                          "e.g. eval_loss<=0.5") from None
     _need(metric in METRICS, "targets", text, f"a metric among {', '.join(METRICS)}")
-    return metric, op, float(value)
+    return metric, op, value
+
+
+def _validate_reached(cfg: Config) -> None:
+    r = cfg.reached
+    _need(r.rule in targets_mod.RULES, "reached.rule", r.rule, f"one of {', '.join(targets_mod.RULES)}")
+    _need(r.window > 1, "reached.window", r.window,
+          "a number > 1 (the window spans step/window .. step*window)")
+    _need(r.rule != "ema" or cfg.eval.ema_decay is not None, "reached.rule", r.rule,
+          "first, sustained or smoothed while eval.ema_decay is null (rule ema reads the "
+          "metrics of the parameters' moving average: set eval.ema_decay, e.g. 0.99)")
+    _need(cfg.analysis.lr_selection in LR_SELECTIONS, "analysis.lr_selection",
+          cfg.analysis.lr_selection, f"one of {', '.join(LR_SELECTIONS)}")
 
 
 def learning_rates(lr: LearningRateConfig, batch_size: int) -> list[float]:
@@ -498,6 +542,9 @@ def validate(cfg: Config) -> None:
     _need(e.every is None or e.every > 0, "eval.every", e.every, "a positive integer or null")
     _need(e.points_per_decade >= 0, "eval.points_per_decade", e.points_per_decade, ">= 0")
     _need(e.examples is None or e.examples > 0, "eval.examples", e.examples, "a positive integer or null")
+    _need(e.ema_decay is None or 0 < e.ema_decay < 1, "eval.ema_decay", e.ema_decay,
+          "a number with 0 < decay < 1 or null (off)")
+    _validate_reached(cfg)
     t = cfg.train
     _need(t.chunk_steps > 0, "train.chunk_steps", t.chunk_steps, "a positive integer")
     _need(t.divergence_factor > 1, "train.divergence_factor", t.divergence_factor, "a number > 1")

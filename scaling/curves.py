@@ -1,5 +1,5 @@
-"""One run's metric rows: where it crosses a target, a column's value at a fractional step,
-and B_simple / B_noise pooled from the raw measurements near a step.
+"""One run's metric rows: a column's value at a fractional step, and B_simple / B_noise pooled
+from the raw measurements near a step (where a run crosses a target: scaling.targets).
 
 The analysis (scaling.analysis) asks these of every run; the noise figure asks them too.
 """
@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from scaling.config import parse_target
 
 Row = dict[str, Any]
 NOISE_WINDOW = 1.25  # B_simple at a crossing pools the steps within a factor 1.25 of it
@@ -20,32 +19,6 @@ NOISE_WINDOW = 1.25  # B_simple at a crossing pools the steps within a factor 1.
 def finite(value: Any) -> bool:
     """A real, finite number (rows hold None or NaN where nothing was measured)."""
     return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _meets(metric: float, op: str, value: float) -> bool:
-    return metric <= value if op == "<=" else metric >= value
-
-
-def crossing_step(rows: list[Row], metric: str, op: str, value: float) -> float | None:
-    """First step where `metric op value` holds, linear in step between the evaluation point
-    that last missed and the first that met it; None if it never holds."""
-    prev = None
-    for row in rows:
-        m = row.get(metric)
-        if not finite(m):
-            continue
-        if _meets(m, op, value):
-            if prev is None or prev[1] == m:
-                return float(row["step"])
-            t = (value - prev[1]) / (m - prev[1])
-            return float(prev[0] + t * (row["step"] - prev[0]))
-        prev = (row["step"], m)
-    return None
-
-
-def steps_to_target(rows: list[Row], target: str) -> float | None:
-    """Interpolated steps to reach `target` (e.g. "eval_loss<=1.0"), None if never reached."""
-    return crossing_step(rows, *parse_target(target))
 
 
 def value_at(rows: list[Row], key: str, step: float) -> float | None:

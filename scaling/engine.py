@@ -21,11 +21,13 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from scaling import gns, measure
+from scaling import gns, measure, reach
 from scaling.gradients import GroupLayout
 from scaling.optimizers import make_optimizer, set_learning_rate
+from scaling.reach import ReachState, Schedule
 from scaling.repack import Packing
 from scaling.rules import lr_multiplier
+from scaling.targets import EMA_SUFFIX, Reach
 from scaling.tasks.base import Task
 
 RUNNING, COMPLETED, DIVERGED, BUDGET_EXHAUSTED, PADDING = 0, 1, 2, 3, 4
@@ -56,6 +58,14 @@ class GroupSpec:
     gns_every: int = 1
     preconditioned: bool = False
     repack: bool = True
+    reach: Reach = Reach()
+    eval_every: int | None = None
+    points_per_decade: int = 20
+    param_ema: float | None = None  # decay of the parameters' moving average, None: off
+
+    @property
+    def eval_points(self) -> np.ndarray:
+        return eval_steps(self.total_steps, self.eval_every, self.points_per_decade)
 
     @property
     def measures(self) -> bool:
@@ -102,7 +112,8 @@ class RunState(NamedTuple):
     hessian_ema: gns.EMAState
     gns_sum: jax.Array
     gns_count: jax.Array
-    target_step: jax.Array
+    reach: ReachState
+    ema_params: Any  # the parameters' moving average before bias correction (None: off)
 
 
 def eval_steps(total_steps: int, every: int | None, points_per_decade: int) -> np.ndarray:
@@ -123,6 +134,8 @@ class GroupProgram:
         self.task, self.spec, self.mesh = task, spec, mesh
         self.tx_factory = make_optimizer(spec.optimizer)
         self.metric_names = tuple(m for m in task.metrics if m != "train_loss")
+        self.schedule = reach.schedule(spec.eval_points, spec.total_steps + spec.chunk_steps + 1,
+                                       spec.hessian_every, spec.reach)
         self._init = jax.jit(self._init_fn)
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
@@ -156,24 +169,30 @@ class GroupProgram:
         return jax.tree.map(lambda a: a[idx], data), weights
 
     def _evaluate(self, rs: RunState, eval_data: Any) -> dict[str, jax.Array]:
+        """The task's metrics of the parameters, and of their moving average with eval.ema_decay."""
         metrics = self.task.evaluate(rs.params, eval_data)
-        return {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
+        out = {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
+        if self.spec.param_ema is not None:
+            averaged = self.task.evaluate(ema_params(rs, self.spec.param_ema), eval_data)
+            out.update({k + EMA_SUFFIX: averaged[k].astype(jnp.float32) for k in self.metric_names})
+        return out
 
     def _init_run(self, seed: jax.Array, hparams: dict[str, jax.Array], data: Any, eval_data: Any
                   ) -> tuple:
         init_key, data_key = jax.random.split(jax.random.key(seed))
         params = self.task.init(init_key)
         opt_state = self._tx(hparams).init(params)
-        perm_len = self.spec.steps_per_epoch * self.spec.batch_size if self.spec.num_train else 1
-        n_targets = len(self.spec.targets)
-        zero, m = jnp.zeros((), jnp.float32), self.spec.gns_metrics
+        spec = self.spec
+        perm_len = spec.steps_per_epoch * spec.batch_size if spec.num_train else 1
+        zero, m = jnp.zeros((), jnp.float32), spec.gns_metrics
         rs = RunState(params, opt_state, hparams["learning_rate"], data_key,
                       jnp.zeros(perm_len, jnp.int32), jnp.zeros((), jnp.int32),
                       jnp.zeros((), jnp.int32), zero, zero, zero, gns.ema_init((m,)), gns.ema_init(),
                       jnp.zeros((2, m), jnp.float32), jnp.zeros(m, jnp.float32),
-                      jnp.full(n_targets, -1, jnp.int32))
-        return self._after_eval(rs, data, eval_data, jnp.zeros((), jnp.int32),
-                                jnp.asarray(self.spec.total_steps == 0), jnp.asarray(False))
+                      reach.init(len(spec.targets), len(spec.eval_points), spec.reach),
+                      None if spec.param_ema is None else jax.tree.map(jnp.zeros_like, params))
+        return self._after_eval(rs, data, eval_data, self.schedule, jnp.zeros((), jnp.int32),
+                                jnp.asarray(spec.total_steps == 0), jnp.asarray(False))
 
     def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array) -> RunState:
         spec = self.spec
@@ -190,14 +209,20 @@ class GroupProgram:
         ema, gns_sum, gns_count = measure.fold(spec, rs.ema, rs.gns_sum, rs.gns_count, out,
                                                valid & live & finite)
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(live, n, o), new, old)
+        averaged = rs.ema_params
+        if spec.param_ema is not None:
+            d = spec.param_ema
+            averaged = keep(jax.tree.map(lambda a, p: d * a + (1 - d) * p, averaged, params), averaged)
         return rs._replace(
             params=keep(params, rs.params), opt_state=keep(opt_state, rs.opt_state),
+            ema_params=averaged,
             steps=rs.steps + live, status=jnp.where(live & ~finite, DIVERGED, rs.status),
             loss_sum=rs.loss_sum + jnp.where(live, out.loss, 0.0), loss_count=rs.loss_count + live,
             ema=ema, gns_sum=gns_sum, gns_count=gns_count)
 
-    def _after_eval(self, rs: RunState, data: Any, eval_data: Any, point: jax.Array,
-                    is_last: jax.Array, hessian: jax.Array) -> tuple[RunState, dict[str, jax.Array]]:
+    def _after_eval(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
+                    point: jax.Array, is_last: jax.Array, hessian: jax.Array
+                    ) -> tuple[RunState, dict[str, jax.Array]]:
         """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
         spec = self.spec
         metrics = self._evaluate(rs, eval_data)
@@ -205,12 +230,9 @@ class GroupProgram:
         hessian_ema, hessian_point = measure.hessian_update(
             spec, self.task, rs.params, rs.data_key, rs.hessian_ema, data, point, hessian, here)
         start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
-        target_step = rs.target_step
-        for j, (metric, op, value) in enumerate(spec.targets):
-            hit = metrics[metric] <= value if op == "<=" else metrics[metric] >= value
-            target_step = target_step.at[j].set(
-                jnp.where(here & hit & (target_step[j] < 0), point, target_step[j]))
-        all_hit = jnp.all(target_step >= 0) if spec.targets else jnp.asarray(False)
+        targets = reach.update(rs.reach, spec.reach, spec.targets, metrics, point,
+                               sched.index[point], sched, here)
+        all_hit = reach.all_settled(targets)
         loss = metrics["eval_loss"]
         blown = ~jnp.isfinite(loss) | (loss > spec.divergence_factor * start_loss)
         status = jnp.where(here & blown, DIVERGED, rs.status)
@@ -225,7 +247,7 @@ class GroupProgram:
                    **measure.row(spec, rs.ema, rs.gns_sum, rs.gns_count, hessian_ema,
                                  hessian_point))
         reset = lambda x: jnp.where(here, jnp.zeros_like(x), x)
-        rs = rs._replace(status=status, start_loss=start_loss, target_step=target_step,
+        rs = rs._replace(status=status, start_loss=start_loss, reach=targets,
                          hessian_ema=hessian_ema, loss_sum=reset(rs.loss_sum),
                          loss_count=reset(rs.loss_count), gns_sum=reset(rs.gns_sum),
                          gns_count=reset(rs.gns_count))
@@ -237,16 +259,18 @@ class GroupProgram:
 
     def _init_fn(self, seeds: jax.Array, hparams: dict, status: jax.Array, data: Any,
                  eval_data: Any) -> tuple:
+        """Every run's first state and its row at step 0."""
         rs, row = self._vmap(self._init_run, (0, 0, None, None))(seeds, hparams, data, eval_data)
         rs = rs._replace(status=jnp.where(status == PADDING, PADDING, rs.status))
         return self._shard_runs(rs), self._replicate(row)
 
-    def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, eval_mask: jax.Array,
+    def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
                   first_step: jax.Array) -> tuple[RunState, dict]:
         spec = self.spec
         steps = first_step + jnp.arange(spec.chunk_steps)
-        after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None))
-        row_shape = jax.eval_shape(lambda r: after_eval(r, data, eval_data, steps[0], False, False)[1], rs)
+        after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None, None))
+        row_shape = jax.eval_shape(
+            lambda r: after_eval(r, data, eval_data, sched, steps[0], False, False)[1], rs)
 
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
             live = (rs.status == RUNNING) & (step < spec.total_steps)
@@ -260,9 +284,9 @@ class GroupProgram:
                 r, data, step, live), lambda r: r, rs)
             point = step + 1
             rs, row = jax.lax.cond(
-                eval_mask[point] > 0,
-                lambda r: after_eval(r, data, eval_data, point, point == spec.total_steps,
-                                     eval_mask[point] == 2),
+                sched.index[point] >= 0,
+                lambda r: after_eval(r, data, eval_data, sched, point, point == spec.total_steps,
+                                     sched.hessian[point]),
                 lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), row_shape)), rs)
             return rs, dict(row, status=rs.status)
 
@@ -295,16 +319,16 @@ class GroupProgram:
         return self._final(rs)
 
     def _final_fn(self, rs: RunState) -> dict:
-        return self._replicate({"status": rs.status, "steps": rs.steps, "target_step": rs.target_step})
+        return self._replicate({"status": rs.status, "steps": rs.steps})
 
     def take(self, rs: RunState, take: np.ndarray, pad: np.ndarray) -> RunState:
         """A smaller group: the state's slots `take`, the `pad` ones marked PADDING."""
         return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
 
-    def chunk(self, rs: RunState, data: Any, eval_data: Any, eval_mask: jax.Array, first_step: int):
+    def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int):
         """Run one chunk; the first call at a width compiles ahead, so compile time is apart."""
         width = int(rs.status.shape[0])
-        args = (rs, data, eval_data, eval_mask, jnp.asarray(first_step, jnp.int32))
+        args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32))
         self._compile(width, args)
         self.chunks_at[width] = self.chunks_at.get(width, 0) + 1
         return self.compiled[width](*args)
@@ -328,13 +352,19 @@ class GroupProgram:
         shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
         runs = NamedSharding(self.mesh, P("runs"))
         rs = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
-        mask = jnp.asarray(np.zeros(self.spec.total_steps + self.spec.chunk_steps + 1, np.int8))
-        args = (rs, data, eval_data, mask, jnp.asarray(0, jnp.int32))
+        args = (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32))
         return self._compile(width, args).memory_analysis()
 
 
 def opt_lr(rs: RunState) -> jax.Array:
     return rs.opt_state.hyperparams["learning_rate"].astype(jnp.float32)
+
+
+def ema_params(rs: RunState, decay: float) -> Any:
+    """The bias-corrected moving average of the parameters (the parameters before any step)."""
+    correction = 1.0 - decay ** rs.steps.astype(jnp.float32)
+    return jax.tree.map(lambda a, p: jnp.where(rs.steps > 0, a / jnp.maximum(correction, 1e-30), p),
+                        rs.ema_params, rs.params)
 
 
 def hparam_names(optimizer: str) -> tuple[str, ...]:
@@ -349,11 +379,10 @@ class RunResult:
 
     status: str
     steps: int
-    target_steps: list[int | None]
 
 
 def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
-              eval_points: np.ndarray, on_records: Callable[[list[list[dict]], float], None],
+              on_records: Callable[[list[list[dict]], float], None],
               runs_axis: int = 1) -> tuple[list[RunResult], float]:
     """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
 
@@ -368,11 +397,6 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     status = np.array([RUNNING] * len(runs) + [PADDING] * pad)
     start = time.perf_counter()
     rs, row0 = program.init(padded, status, data, eval_data)
-    mask = np.zeros(spec.total_steps + spec.chunk_steps + 1, np.int8)
-    mask[eval_points] = 1
-    if spec.hessian_every:
-        mask[eval_points[spec.hessian_every::spec.hessian_every]] = 2
-    eval_mask = jnp.asarray(mask)
     packing = Packing(len(runs), len(padded), spec.repack, runs_axis)
     on_records(packing.records(jax.device_get(row0), packing.slots), time.perf_counter() - start)
     widths, pending = set(), None
@@ -382,7 +406,7 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
             final_view = program.final_view(rs)
             rs = program.take(rs, *cut)
             packing.repacked(*cut, final_view)
-        rs, rows = program.chunk(rs, data, eval_data, eval_mask, first)
+        rs, rows = program.chunk(rs, data, eval_data, first)
         widths.add(len(packing.slots))
         if pending is not None and _consume(pending, packing, start, on_records):
             pending = None
@@ -403,5 +427,4 @@ def _consume(pending: tuple[dict, np.ndarray], packing: Packing, start: float,
 
 
 def _result(final: dict, i: int) -> RunResult:
-    targets = [int(s) if s >= 0 else None for s in final["target_step"][i]]
-    return RunResult(STATUS_NAMES.get(int(final["status"][i]), "failed"), int(final["steps"][i]), targets)
+    return RunResult(STATUS_NAMES.get(int(final["status"][i]), "failed"), int(final["steps"][i]))

@@ -138,20 +138,55 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
 # ---------------------------------------------------------------- tables
 
 
+SELECTION_TEXT = {
+    "min": "the learning rate with the fewest steps, mean over seeds (optimistic: the luckiest "
+           "of several noisy means)",
+    "crossfit": "chosen on the other seeds and measured on each held-out seed, mean over seeds "
+                "(cross-fitted, free of the winner's curse)"}
+
+
+def _percent(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.0f}%"
+
+
+def _reading(analysis: dict) -> list[str]:
+    """How steps to target were read: the rule, the selection, and what the selection moved."""
+    reached, how = analysis.get("reached"), analysis.get("lr_selection")
+    if not reached:
+        return []
+    lines = ["## How steps to target are read", "",
+             f"- reached: {reached.get('definition')}",
+             f"- learning rate per batch size: {SELECTION_TEXT.get(how, how)}"]
+    shifts = [p["steps_crossfit"] / p["steps_min"] for t in analysis.get("targets") or []
+              for p in t.get("points") or [] if p.get("steps_crossfit") and p.get("steps_min")]
+    if shifts:
+        mid = sorted(shifts)[len(shifts) // 2]
+        lines.append(f"- cross-fitted steps (each seed read at the learning rate the other seeds "
+                     f"chose) are {_percent(min(shifts))} to {_percent(max(shifts))} (median "
+                     f"{_percent(mid)}) off the fewest mean steps, which are optimistic by at "
+                     "most that much (the winner's curse; cross-fitting errs the other way "
+                     "when it picks a worse learning rate)")
+    lines += ["- beside it, B_crit as most papers read it: the first crossing and the fewest "
+              "mean steps (column \"B_crit, first crossing\")", ""]
+    return lines
+
+
 def _fits(analysis: dict) -> list[str]:
     rows = []
     for t in analysis.get("targets") or []:
         fit, reg = t.get("fit") or {}, t.get("regimes") or {}
+        first = t.get("first_crossing") or {}
         rows.append([t["name"], num(fit.get("num_points")),
                      _with_ci(t.get("s_min"), fit.get("s_min_ci")),
                      _with_ci(t.get("e_min"), fit.get("e_min_ci")),
                      _with_ci(t.get("b_crit"), t.get("b_crit_ci"), bold=True),
+                     _with_ci(first.get("b_crit"), first.get("b_crit_ci")),
                      t.get("b_simple"), t.get("b_noise"), t.get("b_simple_over_b_crit"),
                      fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),
                      reg.get("steps_plateau_from"),
                      ", ".join(str(b) for b in t.get("unreached_batch_sizes") or []) or "-"])
     header = ["target", "points", "S_min [95% CI]", "E_min [95% CI]", "B_crit [95% CI]",
-              "B_simple", "B_noise", "B_simple/B_crit", "rms log residual",
+              "B_crit, first crossing", "B_simple", "B_noise", "B_simple/B_crit", "rms log residual",
               "perfect scaling until B", "plateau from B", "not reached at B"]
     definitions = {(t.get("regimes") or {}).get("definition") for t in analysis.get("targets") or []}
     notes = [f"Regimes: {d}" for d in sorted(d for d in definitions if d)]
@@ -162,14 +197,17 @@ def _fits(analysis: dict) -> list[str]:
 def _best_lr(analysis: dict) -> list[str]:
     lines = ["## Best learning rate per batch size", ""]
     for t in analysis.get("targets") or []:
+        first = (t.get("first_crossing") or {}).get("steps") or {}
         rows = [[p["batch_size"], p.get("best_lr"), p.get("refined_lr"), p.get("at_edge") or "-",
-                 p.get("steps"), p.get("examples"), f"{p.get('num_reached')}/{p.get('num_lrs')}",
+                 p.get("steps"), p.get("steps_min"), first.get(str(p["batch_size"])),
+                 p.get("examples"), f"{p.get('num_reached')}/{p.get('num_lrs')}",
                  p.get("num_diverged"), p.get("b_simple")]
                 for p in sorted(t.get("points") or [], key=lambda p: p["batch_size"])]
         lines += [f"### {t['name']}", ""]
         if rows:
             lines += _table(["batch", "best grid LR", "refined LR", "at grid edge", "steps",
-                             "examples", "LRs reached/tried", "diverged", "B_simple"], rows)
+                             "fewest mean steps", "first crossing", "examples",
+                             "LRs reached/tried", "diverged", "B_simple"], rows)
         else:
             lines.append("No batch size reached this target.")
         lines.append("")
@@ -248,6 +286,11 @@ def _target_conclusion(t: dict) -> list[str]:
                + (f" (at B={max(sizes)}, {100 * ideal_share(max(sizes), b):.0f}% of it)"
                   if sizes and max(sizes) > b else "") + ".")
     ci = t.get("b_crit_ci")
+    first = t.get("first_crossing") or {}
+    if first.get("outside_interval"):
+        out.append(f"Read at the first crossing with the fewest mean steps, B_crit would be "
+                   f"{num(first.get('b_crit'))}, outside this interval ({interval(ci)}): there "
+                   "the metric's noise moves the answer more than the seeds do.")
     if ci and ci[0] and ci[1] and ci[1] / ci[0] > WIDE_CI:
         out.append(f"The interval for B_crit is wide ({interval(ci)}, a factor "
                    f"{ci[1] / ci[0]:.3g}): read it as an order of magnitude; more seeds or batch "
@@ -296,7 +339,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", ""]
-    lines += conclusion(analysis) + _sweep(out, analysis) + _fits(analysis) + _best_lr(analysis)
+    lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
+    lines += _best_lr(analysis)
     lines += _lr_rules(analysis) + _figures(out, figures)
     path = out / "report.md"
     atomic_write(path, "\n".join(lines).rstrip() + "\n")

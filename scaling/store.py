@@ -104,6 +104,15 @@ def load(out: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def training_seconds(records: list[dict[str, Any]]) -> float:
+    """Training time recorded in run records: the sum over vmapped groups of each group's wall
+    time (compile included), whatever invocations the runs were trained in. A group's runs
+    share batch size, wall and compile seconds, so those identify it."""
+    groups = {(r["summary"]["batch_size"], r["summary"]["wall_s"], r["summary"]["compile_s"])
+              for r in records}
+    return round(sum(wall for _, wall, _ in groups), 1)
+
+
 def read_summary(out: Path, run_id: str) -> dict[str, Any] | None:
     """A run's summary, or None while it is not done."""
     path = run_dir(out, run_id) / "summary.json"

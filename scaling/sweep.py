@@ -17,9 +17,9 @@ from typing import Any, Callable
 import jax
 import yaml
 
-from scaling import config as config_mod, grid, memory, plan, progress, store
+from scaling import config as config_mod, curves, grid, memory, plan, progress, store, targets
 from scaling.config import Config, ConfigError, parse_target
-from scaling.engine import GroupProgram, GroupSpec, eval_steps, run_group
+from scaling.engine import GroupProgram, GroupSpec, run_group
 from scaling.gradients import GroupLayout
 from scaling.grid import PlannedRun, Unit, expand
 from scaling.parallel import is_leader, make_mesh, put_replicated
@@ -27,9 +27,10 @@ from scaling.tasks import build_task
 from scaling.tasks.base import Task
 
 OnRecords = Callable[[list[list[dict]], float], None]  # per run, its new rows; wall seconds
-# Sections whose change makes earlier runs incomparable; the grid's axes may grow freely
-# (so may list-valued optimizer scalars, config.AXES: see _differences).
-GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name")
+# Sections that may change between invocations into one folder: the grid's axes (which may grow
+# freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
+# and knobs that do not change results. Any other change makes earlier runs incomparable.
+GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -83,7 +84,9 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         divergence_factor=cfg.train.divergence_factor, stop_at_targets=cfg.train.stop_at_targets,
         measure_gns=cfg.gns.enabled, ema_decay=cfg.gns.ema_decay,
         hessian_every=cfg.gns.hessian_every if cfg.gns.enabled else 0, gns_every=cfg.gns.every,
-        preconditioned=cfg.gns.enabled and cfg.gns.preconditioned, repack=cfg.train.repack)
+        preconditioned=cfg.gns.enabled and cfg.gns.preconditioned, repack=cfg.train.repack,
+        reach=cfg.reached.reach, eval_every=cfg.eval.every,
+        points_per_decade=cfg.eval.points_per_decade, param_ema=cfg.eval.ema_decay)
     return spec, arith
 
 
@@ -95,7 +98,7 @@ class Writer:
                  on_records: OnRecords | None = None) -> None:
         self.cfg, self.out, self.runs, self.arith, self.task = cfg, out, runs, arith, task
         self.on_progress, self.on_records = on_progress, on_records
-        self.last: list[dict[str, Any]] = [{} for _ in runs]
+        self.rows: list[list[dict[str, Any]]] = [[] for _ in runs]
         self.wall_s = 0.0
         self.tokens_per_example = task.tokens_per_example(cfg.task.options)
         if is_leader():
@@ -111,7 +114,8 @@ class Writer:
                 "budget": c["budget"], "total_steps": self.arith.total_steps,
                 "warmup_steps": self.arith.warmup_steps, "targets": self.cfg.targets,
                 "learning_rate": r.spec.learning_rate, "seed": r.spec.seed,
-                "eval": c["eval"], "gns": c["gns"], "data": self.task.describe()}
+                "reached": c["reached"], "eval": c["eval"], "gns": c["gns"],
+                "data": self.task.describe()}
 
     def counts(self, steps: int) -> tuple[int, int | None]:
         examples = self.arith.examples_at(steps)
@@ -126,7 +130,7 @@ class Writer:
                 row["wall_s"] = round(wall_s, 3)
                 furthest = max(furthest, row["step"])
             if rows:
-                self.last[i] = rows[-1]
+                self.rows[i].extend(rows)
                 if is_leader():
                     store.append_metrics(self.out, self.runs[i].run_id, rows)
         self.on_progress(furthest)
@@ -135,15 +139,19 @@ class Writer:
 
     def finish(self, results: list, compile_s: float) -> list[dict[str, Any]]:
         summaries = []
-        for r, res, last in zip(self.runs, results, self.last):
+        reach = self.cfg.reached.reach
+        for r, res, rows in zip(self.runs, results, self.rows):
             examples, tokens = self.counts(res.steps)
-            to_steps = {t: s for t, s in zip(self.cfg.targets, res.target_steps)}
+            last = rows[-1] if rows else {}
+            to_steps = {t: None if res.status == "diverged" else targets.crossing(rows, t, reach)
+                        for t in self.cfg.targets}
             summary = {
                 "run_id": r.run_id, "status": res.status, "task": self.cfg.task.name,
                 "batch_size": r.batch_size, "learning_rate": r.spec.learning_rate,
                 "seed": r.spec.seed, "optimizer": self.cfg.optimizer.name, "steps": res.steps,
                 "examples": examples, "tokens": tokens, "steps_to_target": to_steps,
-                "examples_to_target": {t: None if s is None else self.counts(s)[0]
+                "examples_to_target": {t: None if s is None else
+                                       curves.examples_at(rows, s, r.batch_size)
                                        for t, s in to_steps.items()},
                 "final": last, "b_simple": last.get("b_simple"), "wall_s": round(self.wall_s, 3),
                 "compile_s": round(compile_s, 3), "group_size": len(self.runs)}
@@ -292,7 +300,7 @@ class Session:
         self.known = {r.run_id: s for r in p.planned if (s := store.read_summary(p.out, r.run_id))}
         self.pending = {r.run_id: r for u in p.mine for r in p.runs_of(u) if r.run_id not in self.known}
         self.context: tuple | None = None
-        self.programs: dict[int, tuple[GroupProgram, Any]] = {}
+        self.programs: dict[int, GroupProgram] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
         self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
 
@@ -300,7 +308,7 @@ class Session:
         if not self.quiet and is_leader():
             print(text, flush=True)
 
-    def _program(self, size: int) -> tuple[GroupProgram, Any]:
+    def _program(self, size: int) -> GroupProgram:
         """One program per batch size (it compiles its chunk once per group width)."""
         cfg = self.p.cfg
         if self.context is None:
@@ -310,9 +318,7 @@ class Session:
                             put_replicated(mesh, _eval_data(task, cfg)))
         if size not in self.programs:
             spec = self.p.specs[size][0]
-            self.programs[size] = (
-                GroupProgram(self.context[1], spec, self.context[0]),
-                eval_steps(spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade))
+            self.programs[size] = GroupProgram(self.context[1], spec, self.context[0])
         return self.programs[size]
 
     def train(self, runs: list[PlannedRun]) -> list[dict[str, Any]]:
@@ -325,11 +331,10 @@ class Session:
         for start in range(0, len(runs), limit):
             group = runs[start:start + limit]
             size = group[0].batch_size
-            program, points = self._program(size)
+            program = self._program(size)
             _, task, data, eval_data = self.context
             done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1], task,
-                                data, eval_data, points, self.p.runs_axis, self.quiet,
-                                self.on_records)
+                                data, eval_data, self.p.runs_axis, self.quiet, self.on_records)
             for r, s in zip(group, done):
                 self.known[r.run_id] = s
                 self.pending.pop(r.run_id, None)
@@ -346,7 +351,7 @@ class Session:
         device = memory.device_limit(self.p.cfg.train.memory_limit_gb)
         if device is None:
             return limit
-        program, _ = self._program(size)
+        program = self._program(size)
         _, _, data, eval_data = self.context
         width = -(-limit // self.p.runs_axis) * self.p.runs_axis
         fit = memory.group_width(program, width, data, eval_data, device, self.p.runs_axis)
@@ -375,7 +380,7 @@ class Session:
 
 
 def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[PlannedRun],
-                 arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any, points: Any,
+                 arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any,
                  runs_axis: int, quiet: bool, on_records: OnRecords | None = None
                  ) -> list[dict[str, Any]]:
     from tqdm import tqdm
@@ -388,8 +393,8 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
         bar.update(max(0, step - bar.n))
 
     writer = Writer(cfg, out, group, arith, task, progress_bar, on_records)
-    results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, points,
-                                   writer, runs_axis)
+    results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, writer,
+                                   runs_axis)
     summaries = writer.finish(results, compile_s)
     bar.close()
     return summaries

@@ -11,6 +11,9 @@ import pytest
 
 from scaling import analysis as A, curves, lr_analysis, store, tradeoff
 from scaling.config import ConfigError
+from scaling.targets import Reach, crossing
+
+FIRST = Reach("first")
 
 
 def model_steps(sizes, s_min: float, e_min: float) -> np.ndarray:
@@ -32,19 +35,19 @@ def grid_of(lrs, steps_per_seed, diverged=None) -> A.Grid:
 def test_steps_to_target_interpolates_linearly_between_evaluation_points():
     rows = [{"step": 0, "eval_loss": 3.0}, {"step": 10, "eval_loss": 2.0},
             {"step": 20, "eval_loss": 1.2}, {"step": 30, "eval_loss": 0.8}]
-    assert curves.steps_to_target(rows, "eval_loss<=1.0") == pytest.approx(25.0)  # 1.2 -> 0.8 halfway
-    assert curves.steps_to_target(rows, "eval_loss<=2.0") == 10.0  # met exactly at a point
-    assert curves.steps_to_target(rows, "eval_loss<=3.0") == 0.0
-    assert curves.steps_to_target(rows, "eval_loss<=0.5") is None
+    assert crossing(rows, "eval_loss<=1.0", FIRST) == pytest.approx(25.0)  # 1.2 -> 0.8 halfway
+    assert crossing(rows, "eval_loss<=2.0", FIRST) == 10.0  # met exactly at a point
+    assert crossing(rows, "eval_loss<=3.0", FIRST) == 0.0
+    assert crossing(rows, "eval_loss<=0.5", FIRST) is None
     acc = [{"step": 0, "eval_accuracy": 0.1}, {"step": 40, "eval_accuracy": None},
            {"step": 50, "eval_accuracy": 0.5}, {"step": 100, "eval_accuracy": 0.7}]
-    assert curves.steps_to_target(acc, "eval_accuracy>=0.6") == pytest.approx(75.0)
+    assert crossing(acc, "eval_accuracy>=0.6", FIRST) == pytest.approx(75.0)
 
 
 def test_examples_follow_the_run_count_with_a_partial_last_batch():
     # 100 examples, B = 8, last batch kept: step 12 has seen 96 examples, step 13 all 100.
     rows = [{"step": 12, "examples": 96, "eval_loss": 1.1}, {"step": 13, "examples": 100, "eval_loss": 0.9}]
-    step = curves.steps_to_target(rows, "eval_loss<=1.0")
+    step = crossing(rows, "eval_loss<=1.0", FIRST)
     assert step == pytest.approx(12.5)
     assert curves.examples_at(rows, step, 8) == pytest.approx(98.0)  # not 12.5 x 8 = 100
     assert curves.examples_at([{"step": 12, "eval_loss": 1.0}], step, 8) == pytest.approx(100.0)
@@ -68,14 +71,14 @@ def test_parabola_refinement_finds_the_vertex_of_an_exact_parabola():
 
 def test_best_point_means_over_seeds_and_flags_grid_edges():
     lrs = [0.1, 0.2, 0.4]
-    low = A.best_point(8, grid_of(lrs, [[90, 110], [150, 150], [None, 100]]))
+    low = A.best_point(8, [grid_of(lrs, [[90, 110], [150, 150], [None, 100]])])
     assert (low["best_lr"], low["at_edge"], low["steps"], low["num_reached"]) == (0.1, "low", 100.0, 2)
     # 0.4 is faster on one seed but a seed missed the target there: the cell is not reached.
-    high = A.best_point(8, grid_of(lrs, [[300, 300], [200, 200], [100, 120]], [False, False, True]))
+    high = A.best_point(8, [grid_of(lrs, [[300, 300], [200, 200], [100, 120]], [False, False, True])])
     assert (high["best_lr"], high["at_edge"], high["steps"], high["num_diverged"]) == (0.4, "high", 110.0, 1)
-    mid = A.best_point(8, grid_of(lrs, [[300], [200], [300]]))
+    mid = A.best_point(8, [grid_of(lrs, [[300], [200], [300]])])
     assert mid["at_edge"] is None and mid["refined_lr"] == pytest.approx(0.2)
-    assert A.best_point(8, grid_of(lrs, [[None], [None], [None]])) is None
+    assert A.best_point(8, [grid_of(lrs, [[None], [None], [None]])]) is None
 
 
 # ---------------------------------------------------------------- trade-off fit
@@ -95,7 +98,7 @@ def noisy_grids(rng, seeds: int, sigma: float, sizes, s_min: float, e_min: float
     out = {}
     for size, s in zip(sizes, model_steps(sizes, s_min, e_min)):
         cells = [s * f * np.exp(sigma * rng.standard_normal(seeds)) for f in (1.6, 1.0, 1.6)]
-        out[size] = grid_of([0.1, 0.2, 0.4], cells)
+        out[size] = [grid_of([0.1, 0.2, 0.4], cells)]
     return out
 
 
@@ -116,7 +119,7 @@ def test_bootstrap_interval_covers_the_true_b_crit(seeds):
 
 
 def test_no_interval_from_two_single_seed_points():
-    by_size = {b: grid_of([0.1], [[s]]) for b, s in zip([8, 64], model_steps([8, 64], 10, 640))}
+    by_size = {b: [grid_of([0.1], [[s]])] for b, s in zip([8, 64], model_steps([8, 64], 10, 640))}
     fit = A.fit_with_interval(by_size, [A.best_point(b, g) for b, g in by_size.items()], 100,
                               np.random.default_rng(0))
     assert fit["b_crit"] == pytest.approx(64.0) and fit["b_crit_ci"] is None
@@ -157,7 +160,7 @@ def test_lr_rules_on_hand_made_grids():
                32: grid_of(lrs, [[150], [100], [150], [None]], [False, False, False, True]),
                64: grid_of(lrs, [[100], [60], [100], [None]], [False, False, False, True]),
                128: grid_of(lrs, [[80], [50], [80], [None]], [False, False, False, True])}
-    points = [A.best_point(b, g) for b, g in by_size.items()]
+    points = [A.best_point(b, [g]) for b, g in by_size.items()]
     rules = lr_analysis.lr_rules("eval_loss<=1.0", points, by_size)
     assert rules["reference"] == {"batch_size": 16, "learning_rate": pytest.approx(0.2)}
     linear = {e["batch_size"]: e for e in rules["rules"]["linear"]}
@@ -271,11 +274,11 @@ def test_optimizer_axes_are_tuned_per_batch_size_like_the_learning_rate(tmp_path
 RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "hyperparameters", "status",
             "steps_to_target", "examples_to_target"}
 POINT_KEYS = {"batch_size", "best_lr", "hyperparameters", "refined_lr", "at_edge", "steps",
-              "examples", "num_lrs",
-              "num_reached", "num_diverged", "b_simple", "b_noise"}
+              "steps_min", "steps_crossfit", "examples", "num_lrs", "num_reached",
+              "num_diverged", "b_simple", "b_noise"}
 TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
                "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",
-               "b_simple_over_b_crit"}
+               "b_simple_over_b_crit", "first_crossing"}
 FIT_KEYS = {"s_min", "e_min", "b_crit", "s_min_ci", "e_min_ci", "b_crit_ci", "num_points",
             "rms_log_residual", "bootstrap"}
 RULE_KEYS = {"batch_size", "learning_rate", "ratio_to_optimum", "steps", "relative_cost", "note"}
@@ -290,12 +293,15 @@ def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
     assert path == messy_sweep / "analysis.json"
     _no_nan(path.read_text())
     a = json.loads(path.read_text())
-    assert set(a) == {"version", "sweep", "primary_target", "runs", "targets", "lr_rules"}
+    assert set(a) == {"version", "sweep", "reached", "lr_selection", "primary_target", "runs",
+                      "targets", "lr_rules"}
+    assert set(a["reached"]) == {"rule", "window", "definition"}
     assert set(a["sweep"]) == {"name", "task", "optimizer", "unit", "batch_sizes",
                                "learning_rates", "seeds", "num_runs", "statuses"}
     assert all(set(r) == RUN_KEYS for r in a["runs"]) and a["sweep"]["num_runs"] == 10
     (t,) = a["targets"]
     assert set(t) == TARGET_KEYS and set(t["fit"]) == FIT_KEYS
+    assert set(t["first_crossing"]) == {"b_crit", "b_crit_ci", "steps", "outside_interval"}
     assert all(set(p) == POINT_KEYS for p in t["points"])
     assert set(t["regimes"]) == {"perfect_scaling_until", "steps_plateau_from", "definition"}
     rules = a["lr_rules"]

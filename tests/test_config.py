@@ -66,11 +66,11 @@ def test_quickstart_loads():
     assert isinstance(cfg, Config)
     assert cfg.name == "quickstart"
     assert cfg.task.name == "mnist1d"
-    assert cfg.task.options.num_samples == 20000
+    assert cfg.task.options.num_samples == 30000
     assert cfg.model.name == "mlp"
     assert cfg.optimizer.name == "momentum"
     assert cfg.batch.sizes == [2 ** k for k in range(4, 13)]
-    assert cfg.budget.max_examples == 320000
+    assert cfg.budget.max_examples == 480000
     assert cfg.targets == ["eval_loss<=1.2", "eval_accuracy>=0.7", "eval_loss<=0.7"]
 
 

@@ -56,8 +56,7 @@ def train_program(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_a
 
     data = put_replicated(mesh, task.train_arrays() or {})
     eval_data = put_replicated(mesh, task.eval_arrays())
-    points = eval_steps(spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade)
-    results, _ = run_group(program, runs, data, eval_data, points, collect, runs_axis)
+    results, _ = run_group(program, runs, data, eval_data, collect, runs_axis)
     return results, records, program
 
 
@@ -89,13 +88,13 @@ def test_divergence_marks_exactly_the_unstable_runs():
     assert all(r.steps < 200 for r in results[3:])
 
 
-def test_targets_stop_runs_and_record_first_step():
-    cfg = nqm_cfg(**{"targets": "['eval_loss<=0.5']"})
+def test_targets_stop_runs_at_the_first_crossing_under_rule_first():
+    cfg = nqm_cfg(**{"targets": "['eval_loss<=0.5']", "reached.rule": "first"})
     results, records = train(cfg, [RunSpec(0.3, 0), RunSpec(0.01, 0)])
     fast, slow = results
     first = next(r["step"] for r in records[0] if r["eval_loss"] <= 0.5)
-    assert fast.status == "completed" and fast.target_steps == [first] and fast.steps == first
-    assert slow.status == "budget_exhausted" and slow.target_steps == [None] and slow.steps == 100
+    assert fast.status == "completed" and fast.steps == first
+    assert slow.status == "budget_exhausted" and slow.steps == 100
 
 
 def test_vmapped_group_equals_runs_one_at_a_time():

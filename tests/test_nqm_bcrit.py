@@ -1,7 +1,9 @@
-"""End to end on the noisy quadratic model: a real SGD sweep, analysed, against the exact B_crit.
+"""End to end on the noisy quadratic model: real SGD sweeps, analysed, against the exact B_crit.
 
-The reference optimises the learning rate per batch size on the exact expected-loss curve (a fine
-grid), takes steps to target from it and fits S(B) the same way the analysis does.
+The reference takes the closed-form expected loss at each of the sweep's learning rates, the
+fewest steps to target per batch size, and fits S(B) the way the analysis does: the estimator
+is judged on what its grid can resolve (how much a coarse learning-rate grid moves B_crit on
+top is measured in results/steps_to_target).
 """
 
 from __future__ import annotations
@@ -12,60 +14,92 @@ import jax
 import numpy as np
 import pytest
 
-from scaling import analysis, config as config_mod, curves, sweep, tradeoff
-from scaling.tasks.nqm import constant_lr_expected_loss, expected_loss, optimal_steps_to_target
+from scaling import analysis, config as config_mod, sweep, tradeoff
+from scaling.targets import first_crossing
+from scaling.tasks.nqm import constant_lr_expected_loss, expected_loss, optimal_steps_to_target, spectra
 
-SIZES = [4, 8, 16, 32, 64, 128, 256]
-TARGET_FRACTION = 0.05  # of the starting loss
-MAX_STEPS = 400
+SIZES = [4, 8, 16, 32, 64, 128, 256, 512]
+LRS = [float(v) for v in np.geomspace(0.1, 1.9, 8)]
+# name: (task options, targets as fractions of the starting loss, seeds, step budget). With
+# h = c = 1/i single runs fluctuate far below their expectation (the first crossing reads B_crit
+# at about half the exact value); with the noise spread over every coordinate they do not.
+SPECTRA = {
+    "noise-dominated": ({"dim": 100}, (0.1, 0.05, 0.025), 16, 2000),
+    "spread": ({"dim": 200, "h_power": 0.8, "c_power": 0.0, "c_scale": 0.03}, (0.1, 0.05, 0.02), 6, 1000),
+}
 
 
-def nqm_sweep_cfg(target: float) -> config_mod.Config:
+def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int) -> config_mod.Config:
     return config_mod.from_dict({
-        "name": "nqm-bcrit", "task": {"name": "nqm", "dim": 200, "h_power": 0.8, "c_power": 0, "c_scale": 0.03}, "optimizer": {"name": "sgd"},
+        "name": "nqm-bcrit", "task": {"name": "nqm", **task}, "optimizer": {"name": "sgd"},
         "schedule": {"name": "constant"}, "batch": {"sizes": SIZES},
-        "learning_rate": {"min": 0.25, "max": 1.9, "num": 7}, "seeds": [0, 1, 2, 3],
-        "budget": {"max_steps": MAX_STEPS}, "targets": [f"eval_loss<={target!r}"],
-        "eval": {"every": 2, "points_per_decade": 0}, "train": {"chunk_steps": 100},
+        "learning_rate": {"values": LRS}, "seeds": list(range(seeds)),
+        "budget": {"max_steps": max_steps, "max_examples": 200 * SIZES[-1]}, "targets": targets,
+        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 200, "repack": False},
         "parallel": {"data": 1, "runs": math.gcd(8, jax.device_count())}, "gns": {"enabled": False}})
 
 
-def exact_reference(options, target: float, steps: int) -> tuple[list[float], float]:
-    """Per batch size the fewest expected steps to target over a fine LR grid, and the fit's B_crit."""
-    best = optimal_steps_to_target(options, SIZES, target, np.geomspace(0.05, 1.99, 120), steps)
+def exact_b_crit(options, target: float, steps: int) -> float:
+    """B_crit of the closed form at the sweep's learning rates."""
+    best = optimal_steps_to_target(options, SIZES, target, np.asarray(LRS), steps)
     s_min, e_min = tradeoff.fit_tradeoff(SIZES, best)
-    return best, e_min / s_min
+    return e_min / s_min
 
 
 def test_closed_form_matches_the_recursion():
-    options = nqm_sweep_cfg(1.0).task.options
+    options = nqm_sweep_cfg({"dim": 200, "h_power": 0.8}, [], 1, 10).task.options
     exact = expected_loss(options, np.full(50, 0.7), 8)
     assert np.allclose(constant_lr_expected_loss(options, [0.7], 8, 50)[0], exact, rtol=1e-10)
 
 
 def test_optimal_steps_match_a_dense_search():
-    options = nqm_sweep_cfg(1.0).task.options
+    options = nqm_sweep_cfg({"dim": 200, "h_power": 0.8}, [], 1, 10).task.options
     target = 0.1 * float(expected_loss(options, np.zeros(0), 1)[0])
     lrs = np.geomspace(0.2, 1.9, 9)
     dense = []
     for size in (4, 64):
-        crossings = [curves.crossing_step([{"step": t, "eval_loss": v} for t, v in enumerate(c)],
-                                            "eval_loss", "<=", target)
+        crossings = [first_crossing(np.arange(len(c)), c, "<=", target)
                      for c in constant_lr_expected_loss(options, lrs, size, 600)]
         dense.append(min(s for s in crossings if s is not None))
     assert optimal_steps_to_target(options, [4, 64], target, lrs, 600) == pytest.approx(dense, rel=1e-12)
 
 
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory) -> dict[str, tuple[dict, list[float]]]:
+    """Per spectrum: the analysis of its sweep and the exact B_crit of each target."""
+    out = {}
+    for name, (task, fractions, seeds, max_steps) in SPECTRA.items():
+        h, _ = spectra(nqm_sweep_cfg(task, [], 1, max_steps).task.options)
+        values = [f * 0.5 * float(np.sum(h)) for f in fractions]
+        cfg = nqm_sweep_cfg(task, [f"eval_loss<={v!r}" for v in values], seeds, max_steps)
+        folder = tmp_path_factory.mktemp(name)
+        sweep.run(cfg, folder, quiet=True)
+        exact = [exact_b_crit(cfg.task.options, v, max_steps) for v in values]
+        out[name] = analysis.analyze(folder, bootstrap=300), exact
+    return out
+
+
 @pytest.mark.slow
-def test_sweep_b_crit_matches_the_exact_nqm(tmp_path):
-    options = nqm_sweep_cfg(1.0).task.options
-    target = TARGET_FRACTION * float(expected_loss(options, np.zeros(0), 1)[0])
-    _, reference = exact_reference(options, target, MAX_STEPS)
-    assert SIZES[1] < reference < SIZES[-2], "the trade-off must bend inside the grid"
-    sweep.run(nqm_sweep_cfg(target), tmp_path, quiet=True)
-    result = analysis.analyze(tmp_path, bootstrap=200)
-    (entry,) = result["targets"]
-    assert not entry["unreached_batch_sizes"]
-    assert entry["b_crit"] == pytest.approx(reference, rel=0.25)
-    lo, hi = entry["b_crit_ci"]
-    assert lo < entry["b_crit"] < hi
+@pytest.mark.parametrize("spectrum", list(SPECTRA))
+def test_sweep_b_crit_matches_the_exact_nqm(sweeps, spectrum):
+    """The default reading (smoothed, window 1.5, the fewest mean steps) is within 10% of the
+    closed form for every target. Measured with a numpy copy of these sweeps over 16 disjoint
+    seed groups: 16 of 16 groups pass for each spectrum."""
+    result, exact = sweeps[spectrum]
+    assert result["reached"]["rule"] == "smoothed" and result["lr_selection"] == "min"
+    assert not any(t["unreached_batch_sizes"] for t in result["targets"])
+    ratios = [t["b_crit"] / e for t, e in zip(result["targets"], exact)]
+    assert all(abs(r - 1) <= 0.1 for r in ratios), ratios
+    if spectrum == "noise-dominated":  # a hard case: read at the first crossing, far off
+        first = [t["first_crossing"]["b_crit"] / e for t, e in zip(result["targets"], exact)]
+        assert all(r < 0.75 for r in first), first
+
+
+@pytest.mark.slow
+def test_the_closed_form_is_inside_most_intervals(sweeps):
+    """4 of the 6 bootstrap intervals hold the exact B_crit. Measured as above: 2 or more of 3
+    in 15 of 16 groups (noise-dominated) and 13 of 16 (spread, where smoothing leaves B_crit
+    about 3% high and the interval, from the seeds alone, does not widen for it)."""
+    inside = [lo <= e <= hi for result, exact in sweeps.values()
+              for (lo, hi), e in zip((t["b_crit_ci"] for t in result["targets"]), exact)]
+    assert sum(inside) >= 4, inside

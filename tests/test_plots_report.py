@@ -57,7 +57,9 @@ def synthetic_target(name: str) -> dict:
     metric, op, value, s_min, e_min = TARGETS[name]
     b_crit = e_min / s_min
     points = [{"batch_size": b, "best_lr": best_lr(b), "refined_lr": best_lr(b) * 1.1,
-               "at_edge": None, "steps": s_min + e_min / b, "examples": (s_min + e_min / b) * b,
+               "at_edge": None, "steps": s_min + e_min / b, "steps_min": s_min + e_min / b,
+               "steps_crossfit": (s_min + e_min / b) * 1.05,
+               "examples": (s_min + e_min / b) * b,
                "num_lrs": 4, "num_reached": 3, "num_diverged": int(b == 16),
                "b_simple": b_crit / 2, "b_noise": b_crit / 1.5} for b in SIZES]
     fit = {"s_min": s_min, "e_min": e_min, "b_crit": b_crit, "s_min_ci": [0.9 * s_min, 1.1 * s_min],
@@ -68,7 +70,11 @@ def synthetic_target(name: str) -> dict:
             "b_crit": b_crit, "b_crit_ci": fit["b_crit_ci"],
             "regimes": {"perfect_scaling_until": 32, "steps_plateau_from": 256,
                         "definition": "perfect while steps fall >= 1.8x per doubling"},
-            "b_simple": b_crit / 2, "b_noise": b_crit / 1.5, "b_simple_over_b_crit": 0.5}
+            "b_simple": b_crit / 2, "b_noise": b_crit / 1.5, "b_simple_over_b_crit": 0.5,
+            # The first crossing reads B_crit at half the value: outside the interval.
+            "first_crossing": {"b_crit": b_crit / 2, "b_crit_ci": [0.4 * b_crit, 0.6 * b_crit],
+                               "steps": {str(b): 0.8 * (s_min + e_min / b) for b in SIZES},
+                               "outside_interval": True}}
 
 
 def synthetic_lr_rules() -> dict:
@@ -88,7 +94,10 @@ def synthetic_lr_rules() -> dict:
 
 def synthetic_analysis() -> dict:
     statuses = {"completed": 36, "diverged": 4}
-    return {"version": 1,
+    return {"version": 2,
+            "reached": {"rule": "smoothed", "window": 1.5,
+                        "definition": "smoothed (mean over step/1.5 .. step*1.5 in log step)"},
+            "lr_selection": "min",
             "sweep": {"name": "synthetic", "task": "mnist1d", "optimizer": "momentum",
                       "unit": "examples", "batch_sizes": SIZES, "learning_rates": RATES,
                       "seeds": SEEDS, "num_runs": 40, "statuses": statuses},
@@ -211,9 +220,10 @@ PINNED = ["task.num_samples=6000", "batch.sizes=[16, 32, 64, 128, 256, 512]",
           "optimizer.name=momentum", "optimizer.momentum=0.9"]
 
 
-def write_sweep_yaml(out: Path) -> None:
+def write_sweep_yaml(out: Path, *overrides: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.yaml").write_text(to_yaml(load(ROOT / "configs" / "quickstart.yaml", PINNED)))
+    (out / "sweep.yaml").write_text(
+        to_yaml(load(ROOT / "configs" / "quickstart.yaml", PINNED + list(overrides))))
 
 
 def test_report_shows_the_numbers_and_links_the_figures(tmp_path):
@@ -222,6 +232,10 @@ def test_report_shows_the_numbers_and_links_the_figures(tmp_path):
     figures = plots.write_all(a, synthetic_records(), tmp_path / "figures")
     text = report.write(tmp_path, a, figures).read_text()
     assert "**64** [48, 80]" in text and "**32** [24, 40]" in text  # B_crit [CI]
+    assert "| **64** [48, 80] | 32 [25.6, 38.4] |" in text  # beside it, the first crossing
+    assert "- reached: smoothed (mean over step/1.5 .. step*1.5 in log step)" in text
+    assert "are +5% to +5% (median +5%) off the fewest mean steps, which are optimistic" in text
+    assert "B_crit would be 32, outside this interval ([48, 80])" in text
     assert "| eval_loss<=1.0 | 5 | 100 [90, 110] | 6,400 [5,120, 7,680] |" in text
     # B=256 vs B_crit=64: a doubling buys 64 / (256 + 64) = 20% of the ideal speed-up
     assert "(at B=256, 20% of it)" in text
@@ -281,12 +295,12 @@ def test_analyze_refuses_a_missing_folder(tmp_path, capsys):
 def tiny_sweep(out: Path) -> None:
     """A finished sweep on disk whose steps to eval_loss<=1.0 follow S(B) = 100 + 6400/B.
 
-    eval_loss falls linearly, 2 - step/T, so the interpolated crossing is exactly T; T is
-    S(B) at the best LR (0.1) and longer off it, so the fit must return B_crit = 64.
+    eval_loss falls linearly, 2 - step/T, so the first crossing, interpolated, is exactly T; T
+    is S(B) at the best LR (0.1) and longer off it, so the fit must return B_crit = 64.
     """
     from scaling import store
 
-    write_sweep_yaml(out)
+    write_sweep_yaml(out, "reached.rule=first")
     for b in (16, 32, 64, 128, 256):
         for lr in (0.03, 0.1, 0.3):
             run_id = f"bs{b}-lr{lr}-seed0"

@@ -17,6 +17,7 @@ from scaling import config, grid, progress, store, sweep
 from scaling.cli import main
 from scaling.config import ConfigError
 from scaling.engine import RunSpec
+from scaling.plan import format_cell
 
 TIMING = {"wall_s", "compile_s", "group_size"}
 
@@ -318,7 +319,7 @@ def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys):
             (r["summary"] for r in store.load(tmp_path / "o"))}
     lr = min(best, key=lambda k: best[k])
     assert out[0].split()[:3] == ["batch", "best", "lr"]
-    assert out[1].split()[:3] == ["8", f"{lr:.4g}", str(best[lr])]
+    assert out[1].split()[:3] == ["8", f"{lr:.4g}", format_cell(best[lr])]
     assert out[-1] == f"results in {tmp_path / 'o'}"
 
 

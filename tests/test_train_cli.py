@@ -105,7 +105,7 @@ def test_smoke_config_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "smoke"
     assert main(["sweep", str(smoke), "--out", str(out), "--quiet"]) == 0
     analysis = json.loads((out / "analysis.json").read_text())
-    assert set(analysis) == {"version", "sweep", "primary_target", "runs", "targets", "lr_rules"}
+    assert analysis["version"] == 2 and analysis["reached"]["rule"] == "smoothed"
     assert analysis["sweep"]["num_runs"] == 9 and all(t["points"] for t in analysis["targets"])
     figures = sorted(p.name for p in (out / "figures").iterdir())
     assert len(figures) == 6 and all((out / "figures" / f).stat().st_size > 10_000 for f in figures)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from scaling.targets import first_crossing
 from scaling.tasks.base import Batch, Task
 
 
@@ -83,6 +84,33 @@ def expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int) -> np.n
     return out
 
 
+def constant_lr_expected_loss_ema(options: NQMOptions, lrs: np.ndarray, batch_size: int,
+                                  steps: int, decay: float) -> np.ndarray:
+    """Exact E[L] of the bias-corrected moving average of the SGD iterates at each constant lr,
+    shape (len(lrs), steps + 1): the engine's eval.ema_decay, m_t = decay m_(t-1) + (1 - decay)
+    theta_t from m_0 = 0, evaluated at m_t / (1 - decay^t) (theta_0 at t = 0).
+
+    Per coordinate the pair (theta, m) evolves linearly with independent noise, so its means,
+    variances and covariance follow exactly, step by step, for all learning rates at once.
+    """
+    h, c = spectra(options)
+    lr = np.asarray(lrs, np.float64)[:, None]
+    shrink = 1.0 - lr * h
+    mean_t = np.full(shrink.shape, options.init_scale)
+    mean_m, var_t, cov, var_m = (np.zeros(shrink.shape) for _ in range(4))
+    out = np.empty((len(lr), steps + 1))
+    out[:, 0] = 0.5 * np.sum(h * mean_t**2, axis=1)
+    for t in range(1, steps + 1):
+        mean_t = shrink * mean_t
+        var_m = decay**2 * var_m + 2 * decay * (1 - decay) * shrink * cov  # the old cov
+        var_t = shrink**2 * var_t + lr**2 * c / batch_size
+        cov = decay * shrink * cov + (1 - decay) * var_t
+        var_m = var_m + (1 - decay) ** 2 * var_t
+        mean_m = decay * mean_m + (1 - decay) * mean_t
+        out[:, t] = 0.5 * np.sum(h * (mean_m**2 + var_m), axis=1) / (1.0 - decay**t) ** 2
+    return out
+
+
 def noise_scales(options: NQMOptions, params: np.ndarray) -> dict[str, float]:
     """Exact B_simple = tr(Sigma)/|G|^2, B_noise = tr(H Sigma)/(G^T H G), eps_max at `params`."""
     h, c = spectra(options)
@@ -111,10 +139,9 @@ def _first_crossing(options: NQMOptions, lr: float, batch_size: int, target: flo
     """First t (interpolated between integer steps) with E[L] <= target, None within `steps`.
 
     A coarse log-spaced scan (each expected-loss term is monotone in t, so the curve is smooth)
-    finds the bracket; integer steps inside it give the crossing exactly as crossing_step does.
+    finds the bracket; integer steps inside it give the crossing exactly as the rule `first`
+    reads a run evaluated at every step.
     """
-    from scaling.curves import crossing_step
-
     coarse = np.unique(np.geomspace(1, steps, 400).astype(int))
     met = np.nonzero(constant_lr_expected_loss(options, [lr], batch_size, coarse)[0] <= target)[0]
     if met.size == 0:
@@ -123,17 +150,22 @@ def _first_crossing(options: NQMOptions, lr: float, batch_size: int, target: flo
     lo = int(coarse[met[0] - 1]) if met[0] > 0 else 0
     t = np.arange(lo, hi + 1)
     curve = constant_lr_expected_loss(options, [lr], batch_size, t)[0]
-    return crossing_step([{"step": int(k), "eval_loss": v} for k, v in zip(t, curve)],
-                         "eval_loss", "<=", target)
+    return first_crossing(t, curve, "<=", target)
 
 
 def optimal_steps_to_target(options: NQMOptions, batch_sizes: list[int], target: float,
-                            lrs: np.ndarray, steps: int) -> list[float | None]:
+                            lrs: np.ndarray, steps: int,
+                            ema_decay: float | None = None) -> list[float | None]:
     """Per batch size, the fewest expected steps to E[L] <= target over the constant `lrs`
-    (interpolated like the analysis does): the exact answer a tuned sweep should approach."""
+    (interpolated like the analysis does): the exact answer a tuned sweep should approach. With
+    `ema_decay`, the expected loss of the parameters' moving average instead."""
     best = []
     for size in batch_sizes:
-        reached = [s for lr in lrs
-                   if (s := _first_crossing(options, float(lr), size, target, steps)) is not None]
+        if ema_decay is None:
+            reached = [_first_crossing(options, float(lr), size, target, steps) for lr in lrs]
+        else:
+            curves = constant_lr_expected_loss_ema(options, lrs, size, steps, ema_decay)
+            reached = [first_crossing(np.arange(steps + 1), c, "<=", target) for c in curves]
+        reached = [s for s in reached if s is not None]
         best.append(min(reached) if reached else None)
     return best
