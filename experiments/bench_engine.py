@@ -64,7 +64,7 @@ import numpy as np
 import optax
 
 from scaling import config as config_mod
-from scaling.engine import GroupProgram, RunSpec, eval_steps, run_group
+from scaling.engine import GroupProgram, RunSpec, run_group
 from scaling.optimizers import make_optimizer
 from scaling.parallel import make_mesh, put_replicated
 from scaling.sweep import group_spec
@@ -136,7 +136,6 @@ class EngineArm:
         # Set here too, in case sweep.group_spec does not pass gns.every on.
         self.spec = dataclasses.replace(spec, gns_every=cfg.gns.every)
         self.program = GroupProgram(task, self.spec, self.mesh)
-        self.points = eval_steps(self.spec.total_steps, cfg.eval.every, cfg.eval.points_per_decade)
         o = cfg.optimizer
         self.runs = [RunSpec(lr, SEED, o.momentum, o.weight_decay, o.b1, o.b2, o.eps)
                      for lr in config_mod.learning_rates(cfg.learning_rate, cfg.batch.sizes[0])]
@@ -156,7 +155,7 @@ class EngineArm:
         clock = CLOCK["timed"]  # the same clock as timed(): compile = first call - a timed call
         start = clock()
         results, compile_s = run_group(self.program, self.runs, self.data, self.eval_data,
-                                       self.points, collect, self.runs_axis)
+                                       collect, self.runs_axis)
         wall = clock() - start
         for r, row in zip(results, last):
             assert r.status == "diverged" or row.get("step") == r.steps, (r, row)
@@ -167,7 +166,7 @@ class EngineArm:
         """Seconds of one whole run_group call on the compiled program (fresh state)."""
         clock = CLOCK["timed"]
         start = clock()
-        run_group(self.program, self.runs, self.data, self.eval_data, self.points,
+        run_group(self.program, self.runs, self.data, self.eval_data,
                   lambda records, wall_s: None, self.runs_axis)
         return clock() - start
 

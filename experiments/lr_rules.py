@@ -50,7 +50,7 @@ def measured(folder: Path, target: str) -> dict[int, dict]:
     (None unless every seed reached it), from the run files, read as the analysis reads them."""
     table = analysis.run_table(store.load(folder), [target])
     out = {}
-    for size, grid in analysis.grids(table, target).items():
+    for size, (grid,) in analysis.grids(table, target).items():
         steps = float(grid.means()[0])
         out[size] = {"learning_rate": grid.lrs[0], "steps": None if np.isnan(steps) else steps,
                      "diverged": sum(r["status"] == "diverged" for r in table

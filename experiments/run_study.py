@@ -26,16 +26,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def runs_wall_s(out: Path) -> float:
-    """Training time recorded in the run files: the sum over vmapped groups of each group's wall
-    time (compile included), so a study finished across several invocations still counts it all."""
-    from scaling import store
-
-    groups = {(r["summary"]["batch_size"], r["summary"]["wall_s"], r["summary"]["compile_s"])
-              for r in store.load(out)}
-    return round(sum(wall for _, wall, _ in groups), 1)
-
-
 def git_commit() -> str | None:
     """The commit the study ran from ('+dirty' when the tree had changes), None outside git."""
     try:
@@ -66,7 +56,7 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
     record = {"study": name, "command": f"python experiments/run_study.py {name}"
               + "".join(f" {o}" for o in overrides),
               "wall_s": round(time.perf_counter() - started, 1), "resumed": bool(resumed),
-              "runs_wall_s": runs_wall_s(out),
+              "runs_wall_s": store.training_seconds(store.load(out)),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "git_commit": git_commit(), "jax": jax.__version__,
               "device": f"{jax.devices()[0].device_kind} x{jax.device_count()}",

@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from scaling.report import interval, num
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,16 +71,44 @@ def nqm_table() -> list[str]:
     if not exact:
         return []
     lines = ["", "## NQM against the closed form", "",
-             "| target | exact B_crit | sweep B_crit | 95% interval | sweep / exact |",
-             "|---|---|---|---|---|"]
+             "| target | exact B_crit (fine) | exact B_crit (sweep's LRs) | sweep B_crit | 95% "
+             "interval | sweep / exact (sweep's LRs) | sweep / exact (fine) | first crossing |",
+             "|---|---|---|---|---|---|---|---|"]
     for t in exact["targets"]:
-        ci = t["sweep"]["b_crit_ci"]
+        sw = t["sweep"]
         lines.append(f"| {t['name']} | {num((t['fit'] or {}).get('b_crit'))} | "
-                     f"{num(t['sweep']['b_crit'])} | "
-                     + interval(ci)
-                     + f" | {num(t.get('b_crit_ratio'))} |")
+                     f"{num((t['grid_fit'] or {}).get('b_crit'))} | {num(sw['b_crit'])} | "
+                     f"{interval(sw['b_crit_ci'])} | {num(t.get('b_crit_ratio_grid'))} | "
+                     f"{num(t.get('b_crit_ratio'))} | {num(sw['first_crossing_b_crit'])} |")
     return lines + ["", "From `python experiments/nqm_exact.py results/nqm`; details in "
                     "[nqm/exact.md](nqm/exact.md)."]
+
+
+def steps_to_target_table() -> list[str]:
+    """The reading study in brief: default vs first crossing per spectrum and target."""
+    results = _load(RESULTS / "steps_to_target" / "results.json")
+    if not results:
+        return []
+    lines = ["", "## Steps to target against the closed form", "",
+             "B_crit / exact (closed form at the sweep's learning rates): median over every "
+             "batch grid, learning-rate grid and seed group (2, 3, 5 seeds), the share within "
+             "10%, and how often the exact value is inside the 95% interval.", "",
+             "| spectrum | target | smoothed (default) | within 10% | inside interval | "
+             "first crossing | within 10% | inside interval |", "|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        for ti, name in enumerate(res["targets"]):
+            cells = []
+            for reading in ("smoothed 1.5", "first"):
+                rows = [r for r in res["rows"] if r["reading"] == reading and r["target"] == ti
+                        and r["selection"] == "min"]
+                ratios = np.array([r["b_crit"] / r["exact_grid"] if r["b_crit"] and r["exact_grid"]
+                                   else np.nan for r in rows])
+                inside = [r["ci"][0] <= r["exact_grid"] <= r["ci"][1] for r in rows if r["ci"]]
+                cells += [f"{np.nanmedian(ratios):.2f}",
+                          f"{np.mean(np.abs(ratios - 1) <= 0.1):.0%}", f"{np.mean(inside):.0%}"]
+            lines.append(f"| {res['spectrum']} | {name} | " + " | ".join(cells) + " |")
+    return lines + ["", "From `python experiments/steps_to_target.py`; details in "
+                    "[steps_to_target/report.md](steps_to_target/report.md)."]
 
 
 def rules_table() -> list[str]:
@@ -108,7 +138,8 @@ def main() -> int:
             "below; each folder has analysis.json, report.md and figures/ (the raw run files "
             "are not committed: rerun the command to get them).", "", "## Critical batch size "
             "per study and target", ""]
-    text = "\n".join(head + studies_table() + nqm_table() + rules_table()) + "\n\n"
+    text = "\n".join(head + studies_table() + steps_to_target_table() + nqm_table()
+                     + rules_table()) + "\n\n"
     path.write_text(text + DISCUSSION_MARKER + discussion)
     print(path.read_text())
     return 0
