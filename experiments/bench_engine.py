@@ -4,7 +4,7 @@ The workload: the mnist1d MLP (hidden [128, 128], momentum 0.9, constant learnin
 batch 128, RUNS learning rates log-spaced over [1e-3, 10**-0.5], STEPS steps each, evaluated
 on the whole test split at step 0, every 100 steps and at the end.
 
-  (a) engine: `scaling.engine.run_group` on one GroupProgram, the runs vmapped together in
+  (a) engine: `scaling.train.loop.run_group` on one GroupProgram, the runs vmapped together in
       lax.scan chunks, metrics read once per chunk. The noise-scale statistics are on, as in every
       sweep by default (each batch split into groups); --also-gns-off adds an engine arm with
       gns.enabled=false, to show what they cost.
@@ -14,7 +14,7 @@ on the whole test split at step 0, every 100 steps and at the end.
       back with float(loss) (a host sync every step); evaluation is a jitted call every 100 steps.
 
 Both arms use the same task object (init, per_example_loss, evaluate), the same optimizer
-factory (scaling.optimizers.make_optimizer("momentum") under optax.inject_hyperparams, so one
+factory (scaling.train.optimizers.make_optimizer("momentum") under optax.inject_hyperparams, so one
 compiled step serves every learning rate), the same initial parameters (seed 0) and the same
 number of examples per step: the config sets batch.drop_last so that every step of both arms is
 a full batch of 128 (8000 train examples -> 62 steps per epoch). Only the data order differs.
@@ -35,7 +35,7 @@ on the same cores. --parallel-runs N splits the runs over them instead.
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python experiments/bench_engine.py
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python experiments/bench_engine.py --parallel-runs 8
 
---repack-check measures what repacking saves (train.repack, DESIGN.md section 5): one group
+--repack-check measures what repacking saves (train.repack, docs/architecture.md): one group
 with learning rates over REPACK_LRS, so most runs diverge early, and the target REPACK_TARGET
 stopping the good ones early too; the engine with repacking on and off, same runs,
 and the ratio of their train times (the plain arm is skipped):
@@ -64,11 +64,13 @@ import numpy as np
 import optax
 
 from scaling import config as config_mod
-from scaling.engine import GroupProgram, RunSpec, run_group
-from scaling.optimizers import make_optimizer
-from scaling.parallel import make_mesh, put_replicated
-from scaling.sweep import group_spec
+from scaling.sweep.runner import group_spec
 from scaling.tasks import build_task
+from scaling.train.loop import run_group
+from scaling.train.mesh import make_mesh, put_replicated
+from scaling.train.optimizers import make_optimizer
+from scaling.train.program import GroupProgram
+from scaling.train.spec import RunSpec
 
 EVAL_EVERY = 100
 CLOCK = {"timed": time.perf_counter}  # --cpu-time swaps in time.process_time

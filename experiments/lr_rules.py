@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling import analysis, cli, store
-from scaling.report import num
+from scaling import store
+from scaling.analysis import analyze
+from scaling.cli.main import main as scaling_main
+from scaling.formatting import number as num
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ("linear", "sqrt", "noise_scale")
@@ -48,9 +50,9 @@ def rule_overrides(grid_analysis: dict, rule: str) -> list[str]:
 def measured(folder: Path, target: str) -> dict[int, dict]:
     """Per batch size: the rule's learning rate and its mean steps to `target` over seeds
     (None unless every seed reached it), from the run files, read as the analysis reads them."""
-    table = analysis.run_table(store.load(folder), [target])
+    table = analyze.run_table(store.load(folder), [target])
     out = {}
-    for size, (grid,) in analysis.grids(table, target).items():
+    for size, (grid,) in analyze.lr_curves(table, target).items():
         steps = float(grid.means()[0])
         out[size] = {"learning_rate": grid.lrs[0], "steps": None if np.isnan(steps) else steps,
                      "diverged": sum(r["status"] == "diverged" for r in table
@@ -102,7 +104,7 @@ def markdown(result: dict, wall_s: float) -> str:
 
 
 def figure(result: dict, path: Path) -> Path:
-    from scaling.plot_style import RULE_COLOURS, batch_axis, pyplot, save
+    from scaling.report.style import RULE_COLOURS, batch_axis, pyplot, save
 
     plt = pyplot()
     fig, (lr_ax, cost_ax) = plt.subplots(1, 2, figsize=(10, 4.2))
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.out / rule
         argv = ["sweep", str(args.grid / "sweep.yaml"), *rule_overrides(grid_analysis, rule),
                 "--out", str(folder), "--quiet", "--no-analyze"]
-        if cli.main(argv) != 0:
+        if scaling_main(argv) != 0:
             return 1
         per_rule[rule] = measured(folder, grid_analysis["lr_rules"]["target"])
     wall_s = time.perf_counter() - started

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling import config as config_mod, store, tradeoff
+from scaling import config as config_mod, store
+from scaling.analysis import tradeoff
+from scaling.analysis.nqm_reference import optimal_steps_to_target
 from scaling.config import learning_rates, parse_target
-from scaling.plan import for_config
-from scaling.report import interval, num
-from scaling.tasks.nqm import optimal_steps_to_target
+from scaling.formatting import interval, number as num
+from scaling.sweep.plan import for_config
 
 FINE_LRS = 200  # reference learning rates, log-spaced over the sweep's range
 
@@ -103,7 +104,7 @@ def markdown(result: dict) -> str:
 
 
 def figure(result: dict, path: Path) -> Path:
-    from scaling.plot_style import OKABE_ITO, pyplot, save
+    from scaling.report.style import OKABE_ITO, pyplot, save
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))

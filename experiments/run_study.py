@@ -42,7 +42,8 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
     """Sweep (with its analysis) into `out`; return the study record."""
     import jax
 
-    from scaling import cli, store
+    from scaling import store
+    from scaling.cli.main import main
 
     config = ROOT / "configs" / f"{name}.yaml"
     if not config.is_file():
@@ -50,7 +51,7 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
     resumed = (out / "runs").is_dir() and any((out / "runs").iterdir())
     argv = ["sweep", str(config), *overrides, "--out", str(out)] + (["--quiet"] if quiet else [])
     started = time.perf_counter()
-    status = cli.main(argv)
+    status = main(argv)
     if status != 0:
         raise SystemExit(status)
     record = {"study": name, "command": f"python experiments/run_study.py {name}"

@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from scaling import analysis, config as config_mod, store, sweep, tradeoff
-from scaling.report import num
-from scaling.targets import Reach
-from scaling.tasks.nqm import optimal_steps_to_target, spectra
+from scaling import config as config_mod, store
+from scaling.analysis import analyze, tradeoff
+from scaling.analysis.nqm_reference import optimal_steps_to_target
+from scaling.config.targets import Reach
+from scaling.sweep import runner
+from scaling.tasks.nqm import spectra
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "steps_to_target"
@@ -101,10 +102,10 @@ def measure(table: list[dict], target: str, sizes: list[int], lrs: list[float], 
     keep = set(sizes), {round(lr, 12) for lr in lrs}, set(seeds)
     runs = [r for r in table if r["batch_size"] in keep[0]
             and round(r["learning_rate"], 12) in keep[1] and r["seed"] in keep[2]]
-    by_size = analysis.grids(runs, target)
-    points = [p for b, g in by_size.items() if (p := analysis.best_point(b, g, how))]
+    by_size = analyze.lr_curves(runs, target)
+    points = [p for b, g in by_size.items() if (p := analyze.best_point(b, g, how))]
     points = [p for p in points if p["steps"] > 0]
-    fit = analysis.fit_with_interval(by_size, points, bootstrap, rng, how)
+    fit = analyze.fit_with_interval(by_size, points, bootstrap, rng, how)
     return (fit["b_crit"], fit["b_crit_ci"]) if fit else (None, None)
 
 
@@ -117,13 +118,13 @@ def study(name: str) -> dict:
     values = [f * start_loss for f in fractions]
     names = [f"eval_loss<={v:.6g}" for v in values]
     out = OUT / name
-    sweep.run(sweep_config(name, task, names), out, quiet=True)
+    runner.run(sweep_config(name, task, names), out, quiet=True)
     refs = references(options, values)
     records = store.load(out)
     train_s = store.training_seconds(records)
     rows, rng = [], np.random.default_rng(0)
     for reading, reach in READINGS.items():
-        table = analysis.run_table(records, names, reach)
+        table = analyze.run_table(records, names, reach)
         ema = reach.rule == "ema"
         for (ti, target), (bg, sizes), (lg, lrs), n, how in itertools.product(
                 enumerate(names), BATCH_GRIDS.items(), LR_GRIDS.items(), SEED_COUNTS, SELECTIONS):

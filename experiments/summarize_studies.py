@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling.report import interval, num
+from scaling.formatting import interval, number as num
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

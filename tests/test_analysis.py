@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scaling import analysis as A, curves, lr_analysis, store, tradeoff
+from scaling import store
+from scaling.analysis import analyze as A, curves, lr_rules, tradeoff
 from scaling.config import ConfigError
-from scaling.targets import Reach, crossing
+from scaling.config.targets import Reach, crossing
 
 FIRST = Reach("first")
 
@@ -20,10 +21,10 @@ def model_steps(sizes, s_min: float, e_min: float) -> np.ndarray:
     return s_min + e_min / np.asarray(sizes, float)
 
 
-def grid_of(lrs, steps_per_seed, diverged=None) -> A.Grid:
-    """A Grid from per-LR lists of per-seed steps (None: not reached); examples = steps x 1."""
+def grid_of(lrs, steps_per_seed, diverged=None) -> A.LRCurve:
+    """A LRCurve from per-LR lists of per-seed steps (None: not reached); examples = steps x 1."""
     to_arr = [np.array([math.nan if s is None else s for s in seeds], float) for seeds in steps_per_seed]
-    return A.Grid(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
+    return A.LRCurve(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
                   b_simple=[np.full(len(a), math.nan) for a in to_arr],
                   b_noise=[np.full(len(a), math.nan) for a in to_arr],
                   diverged=list(diverged or [False] * len(lrs)))
@@ -49,8 +50,8 @@ def test_examples_follow_the_run_count_with_a_partial_last_batch():
     rows = [{"step": 12, "examples": 96, "eval_loss": 1.1}, {"step": 13, "examples": 100, "eval_loss": 0.9}]
     step = crossing(rows, "eval_loss<=1.0", FIRST)
     assert step == pytest.approx(12.5)
-    assert curves.examples_at(rows, step, 8) == pytest.approx(98.0)  # not 12.5 x 8 = 100
-    assert curves.examples_at([{"step": 12, "eval_loss": 1.0}], step, 8) == pytest.approx(100.0)
+    assert store.examples_at(rows, step, 8) == pytest.approx(98.0)  # not 12.5 x 8 = 100
+    assert store.examples_at([{"step": 12, "eval_loss": 1.0}], step, 8) == pytest.approx(100.0)
 
 
 # ---------------------------------------------------------------- best LR
@@ -150,8 +151,8 @@ def test_regimes_of_the_tradeoff_model():
 def test_noise_scale_fit_recovers_the_rule():
     sizes = [8, 32, 128, 512, 2048]
     optima = [{"batch_size": b, "learning_rate": 0.5 / (1 + 100 / b)} for b in sizes]
-    assert lr_analysis.noise_scale_fit(optima) == pytest.approx({"eps_max": 0.5, "b_noise": 100.0}, rel=1e-6)
-    assert lr_analysis.noise_scale_fit(optima[:2]) is None
+    assert lr_rules.noise_scale_fit(optima) == pytest.approx({"eps_max": 0.5, "b_noise": 100.0}, rel=1e-6)
+    assert lr_rules.noise_scale_fit(optima[:2]) is None
 
 
 def test_lr_rules_on_hand_made_grids():
@@ -161,7 +162,7 @@ def test_lr_rules_on_hand_made_grids():
                64: grid_of(lrs, [[100], [60], [100], [None]], [False, False, False, True]),
                128: grid_of(lrs, [[80], [50], [80], [None]], [False, False, False, True])}
     points = [A.best_point(b, [g]) for b, g in by_size.items()]
-    rules = lr_analysis.lr_rules("eval_loss<=1.0", points, by_size)
+    rules = lr_rules.lr_rules("eval_loss<=1.0", points, by_size)
     assert rules["reference"] == {"batch_size": 16, "learning_rate": pytest.approx(0.2)}
     linear = {e["batch_size"]: e for e in rules["rules"]["linear"]}
     assert linear[32]["ratio_to_optimum"] == pytest.approx(1.0) and linear[32]["relative_cost"] == pytest.approx(1.0)
@@ -178,10 +179,10 @@ def test_lr_rules_on_hand_made_grids():
 
 def test_steps_at_lr_notes():
     grid = grid_of([0.1, 0.2, 0.4], [[100], [50], [None]])
-    assert lr_analysis.steps_at_lr(grid, 0.05) == (None, "outside the grid")
-    assert lr_analysis.steps_at_lr(grid, 0.3) == (None, "target not reached there")
-    assert lr_analysis.steps_at_lr(grid, 0.2) == (50.0, None)
-    assert lr_analysis.steps_at_lr(grid, math.sqrt(0.02))[0] == pytest.approx(75.0)
+    assert lr_rules.steps_at_lr(grid, 0.05) == (None, "outside the grid")
+    assert lr_rules.steps_at_lr(grid, 0.3) == (None, "target not reached there")
+    assert lr_rules.steps_at_lr(grid, 0.2) == (50.0, None)
+    assert lr_rules.steps_at_lr(grid, math.sqrt(0.02))[0] == pytest.approx(75.0)
 
 
 # ---------------------------------------------------------------- whole sweep on disk

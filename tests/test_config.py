@@ -10,19 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaling.config import (
-    Config,
-    ConfigError,
-    apply_overrides,
-    from_dict,
-    learning_rates,
-    load,
-    parse_target,
-    to_dict,
-    to_json,
-    to_yaml,
-    validate_devices,
-)
+from scaling.config import (Config, ConfigError, apply_overrides, from_dict, learning_rates, load,
+                            parse_target, to_dict, to_json, to_yaml, validate_devices)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"

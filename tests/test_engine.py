@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import jax
@@ -9,62 +10,22 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from scaling import config as config_mod
-from scaling.engine import GroupProgram, RunSpec, eval_steps, run_group
-from scaling.gradients import GroupLayout, batch_gradient
-from scaling.parallel import make_mesh, put_replicated
-from scaling.sweep import group_spec
+from scaling.analysis.nqm_reference import expected_loss
+from scaling.config.names import HYPERPARAMS, OPTIMIZERS
+from scaling.sweep.runner import group_spec
 from scaling.tasks import build_task
-from scaling.tasks.nqm import expected_loss
-from tests.devices import needs_devices
-
-
-def nqm_cfg(**over) -> config_mod.Config:
-    data = {"task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "sgd"},
-            "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3]},
-            "budget": {"max_steps": 100}, "eval": {"every": 1, "points_per_decade": 0},
-            "train": {"chunk_steps": 25}}
-    return config_mod.from_dict(config_mod.apply_overrides(data, [f"{k}={v}" for k, v in over.items()]))
-
-
-def digits_cfg(**over) -> config_mod.Config:
-    data = {"task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [32]},
-            "optimizer": {"name": "momentum"}, "batch": {"sizes": [64]},
-            "learning_rate": {"values": [0.05, 0.2]}, "budget": {"max_steps": 60},
-            "eval": {"every": 10, "points_per_decade": 0}, "train": {"chunk_steps": 16}}
-    return config_mod.from_dict(config_mod.apply_overrides(data, [f"{k}={v}" for k, v in over.items()]))
-
-
-def train(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1):
-    """Run one group; returns (results, per-run list of metric rows)."""
-    results, records, _ = train_program(cfg, runs, mesh, runs_axis)
-    return results, records
-
-
-def train_program(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1):
-    """`train`, also returning the GroupProgram (its per-width compile records)."""
-    mesh = mesh or make_mesh(1, 1, jax.devices())
-    size = cfg.batch.sizes[0]
-    spec, _ = group_spec(cfg, size, mesh.shape["data"])
-    task = build_task(cfg)
-    program = GroupProgram(task, spec, mesh)
-    records: list[list[dict]] = [[] for _ in runs]
-
-    def collect(rows, wall_s):
-        for i, r in enumerate(rows):
-            records[i].extend(r)
-
-    data = put_replicated(mesh, task.train_arrays() or {})
-    eval_data = put_replicated(mesh, task.eval_arrays())
-    results, _ = run_group(program, runs, data, eval_data, collect, runs_axis)
-    return results, records, program
+from scaling.train.gradients import batch_gradient
+from scaling.train.mesh import make_mesh
+from scaling.train.optimizers import make_optimizer
+from scaling.train.program import GroupProgram
+from scaling.train.spec import GroupLayout, RunSpec, eval_steps
 
 
 def curves(records: list[list[dict]], key: str) -> np.ndarray:
     return np.array([[row[key] for row in rows] for rows in records])
 
 
-def test_nqm_mean_loss_matches_closed_form():
+def test_nqm_mean_loss_matches_closed_form(nqm_cfg, train):
     cfg = nqm_cfg()
     seeds = 256
     _, records = train(cfg, [RunSpec(0.3, s) for s in range(seeds)])
@@ -78,7 +39,7 @@ def test_nqm_mean_loss_matches_closed_form():
     assert np.any(np.abs(losses.mean(0) - wrong_batch) > tolerance), "test must be able to fail"
 
 
-def test_divergence_marks_exactly_the_unstable_runs():
+def test_divergence_marks_exactly_the_unstable_runs(nqm_cfg, train):
     # With h_max = 1, SGD on the NQM is stable iff lr < 2 (|1 - lr h| < 1 for every h).
     cfg = nqm_cfg(**{"budget.max_steps": 200})
     lrs = [0.5, 1.5, 1.9, 2.5, 4.0]
@@ -88,7 +49,7 @@ def test_divergence_marks_exactly_the_unstable_runs():
     assert all(r.steps < 200 for r in results[3:])
 
 
-def test_targets_stop_runs_at_the_first_crossing_under_rule_first():
+def test_targets_stop_runs_at_the_first_crossing_under_rule_first(nqm_cfg, train):
     cfg = nqm_cfg(**{"targets": "['eval_loss<=0.5']", "reached.rule": "first"})
     results, records = train(cfg, [RunSpec(0.3, 0), RunSpec(0.01, 0)])
     fast, slow = results
@@ -97,7 +58,7 @@ def test_targets_stop_runs_at_the_first_crossing_under_rule_first():
     assert slow.status == "budget_exhausted" and slow.steps == 100
 
 
-def test_vmapped_group_equals_runs_one_at_a_time():
+def test_vmapped_group_equals_runs_one_at_a_time(digits_cfg, train):
     cfg = digits_cfg()
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2, momentum=0.5)]
     _, together = train(cfg, runs)
@@ -107,8 +68,8 @@ def test_vmapped_group_equals_runs_one_at_a_time():
             np.testing.assert_allclose(curves(alone, key)[0], curves(together, key)[i], rtol=2e-5)
 
 
-@needs_devices(8)
-def test_one_device_and_eight_devices_agree():
+@pytest.mark.devices(8)
+def test_one_device_and_eight_devices_agree(digits_cfg, train):
     # The same 8 groups on every mesh (the automatic count follows the data shards).
     cfg = digits_cfg(**{"batch.sizes": "[64]", "gns.groups": 8})
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2), RunSpec(0.1, 3)]
@@ -122,7 +83,7 @@ def test_one_device_and_eight_devices_agree():
             np.testing.assert_allclose(curves(other, key), curves(one, key), rtol=1e-4, atol=1e-6)
 
 
-def test_same_config_twice_gives_identical_metrics():
+def test_same_config_twice_gives_identical_metrics(digits_cfg, train):
     cfg = digits_cfg()
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1)]
     _, first = train(cfg, runs)
@@ -131,7 +92,7 @@ def test_same_config_twice_gives_identical_metrics():
         np.testing.assert_array_equal(curves(first, key), curves(second, key))
 
 
-def test_common_random_numbers_across_learning_rates():
+def test_common_random_numbers_across_learning_rates(digits_cfg, train):
     """Runs that differ only in learning rate start from the same weights and see the same data."""
     cfg = digits_cfg()
     _, records = train(cfg, [RunSpec(0.05, 7), RunSpec(0.2, 7)])
@@ -139,7 +100,7 @@ def test_common_random_numbers_across_learning_rates():
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
-def test_each_epoch_visits_every_example_once(drop_last):
+def test_each_epoch_visits_every_example_once(drop_last, digits_cfg):
     cfg = digits_cfg(**{"batch.sizes": "[100]", "batch.drop_last": str(drop_last).lower()})
     spec, arith = group_spec(cfg, 100, 1)
     n = arith.num_examples
@@ -158,7 +119,7 @@ def test_each_epoch_visits_every_example_once(drop_last):
 
 
 @pytest.mark.parametrize("accumulation,groups", [(1, 8), (4, 4), (2, 8), (8, 8)])
-def test_micro_batched_gradient_equals_full_batch(accumulation, groups):
+def test_micro_batched_gradient_equals_full_batch(accumulation, groups, digits_cfg):
     cfg = digits_cfg()
     task = build_task(cfg)
     params = task.init(jax.random.key(0))
@@ -173,7 +134,7 @@ def test_micro_batched_gradient_equals_full_batch(accumulation, groups):
     assert not bool(out.full)
 
 
-def test_warmup_and_schedule_reach_the_optimizer():
+def test_warmup_and_schedule_reach_the_optimizer(nqm_cfg, train):
     cfg = nqm_cfg(**{"schedule.name": "linear", "schedule.warmup_fraction": 0.1,
                      "schedule.final_fraction": 0.0})
     _, records = train(cfg, [RunSpec(0.4, 0)])
@@ -189,3 +150,9 @@ def test_eval_points_are_geometric_plus_cadence():
     assert points[0] == 0 and points[-1] == 1000
     assert {250, 500, 750} <= set(points)
     assert len([p for p in points if 10 <= p <= 100]) >= 20
+
+
+def test_every_optimizer_name_has_a_factory_taking_its_hyperparameters():
+    for name in OPTIMIZERS:
+        assert tuple(inspect.signature(make_optimizer(name)).parameters) == HYPERPARAMS[name]
+    assert set(HYPERPARAMS) == set(OPTIMIZERS)

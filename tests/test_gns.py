@@ -9,11 +9,10 @@ import optax
 import pytest
 
 from scaling import gns
-from scaling.engine import RunSpec
-from scaling.gradients import GroupLayout, batch_gradient
-from scaling.optimizers import make_optimizer, preconditioner
-from scaling.tasks.nqm import noise_scales
-from tests.test_engine import digits_cfg, nqm_cfg, train
+from scaling.analysis.nqm_reference import noise_scales
+from scaling.train.gradients import batch_gradient
+from scaling.train.optimizers import make_optimizer, preconditioner
+from scaling.train.spec import GroupLayout, RunSpec
 
 
 def small_problem():
@@ -79,7 +78,7 @@ def test_ema_is_bias_corrected_and_skips_invalid_updates():
     {"batch.sizes": "[32]", "batch.accumulation": 4},  # 4 micro-batches of 8: B_small = 8
     {"batch.sizes": "[32]", "batch.accumulation": 2, "gns.groups": 8},  # 2 x 4 groups of 4
 ])
-def test_in_run_estimates_match_the_nqm_closed_form(overrides):
+def test_in_run_estimates_match_the_nqm_closed_form(overrides, nqm_cfg, train):
     """With a negligible step size the parameters stay at theta0, where |G|^2 and tr Sigma are exact."""
     cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, **overrides})
     seeds = 32
@@ -93,16 +92,16 @@ def test_in_run_estimates_match_the_nqm_closed_form(overrides):
     assert np.median(b_simple) == pytest.approx(exact["b_simple"], rel=0.15)
 
 
-def test_disabled_measurement_records_nothing_and_does_not_split_the_batch():
+def test_disabled_measurement_records_nothing_and_does_not_split_the_batch(nqm_cfg, train):
     cfg = nqm_cfg(**{"gns.enabled": "false", "budget.max_steps": 20})
     _, records = train(cfg, [RunSpec(0.1, 0)])
     assert all(np.isnan(row["b_simple"]) for row in records[0])
-    from scaling.sweep import group_spec
+    from scaling.sweep.runner import group_spec
 
     assert group_spec(cfg, 8, 1)[0].layout.num_groups == 1
 
 
-def test_hessian_noise_scale_matches_the_nqm_closed_form():
+def test_hessian_noise_scale_matches_the_nqm_closed_form(nqm_cfg, train):
     """B_noise = tr(H Sigma)/(G^T H G) and eps_max = |G|^2/(G^T H G) at theta0, where H is exact."""
     cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 10, "gns.hessian_every": 1,
                      "task.c_power": 0.5, "batch.sizes": "[32]"})
@@ -148,7 +147,7 @@ def test_hessian_estimate_converges_to_exact_statistics(hessian_from):
     assert abs(np.mean(same.ghg) - ghg_exact) > 0.2 * abs(ghg_exact)
 
 
-def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic():
+def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic(digits_cfg, train):
     """In-run tr(H Sigma) and G^T H G on softmax regression (digits, no hidden layer) at fixed
     parameters (learning rate 1e-9) match their exact values over the training set: the probe
     takes the Hessian from a batch independent of the gradients'. With the gradients' own
@@ -182,9 +181,9 @@ def test_hessian_estimate_needs_an_even_batch_to_split():
         gns.hessian_estimate(loss_fn, params, jax.tree.map(lambda a: a[:9], data), 2)
 
 
-def test_hessian_measurement_needs_a_batch_that_splits():
+def test_hessian_measurement_needs_a_batch_that_splits(nqm_cfg):
     from scaling.config import ConfigError
-    from scaling.sweep import group_spec
+    from scaling.sweep.runner import group_spec
 
     cfg = nqm_cfg(**{"batch.sizes": "[1]", "gns.hessian_every": 1})
     with pytest.raises(ConfigError, match="gns.hessian_every"):
@@ -229,7 +228,7 @@ def test_preconditioner_is_adams_bias_corrected_second_moment(name):
     np.testing.assert_allclose(metric["w"], expected, rtol=1e-5)
 
 
-def test_engine_with_adam_records_preconditioned_noise_scale():
+def test_engine_with_adam_records_preconditioned_noise_scale(digits_cfg, train):
     cfg = digits_cfg(**{"optimizer.name": "adam", "gns.preconditioned": "true",
                         "learning_rate.values": "[0.001]"})
     _, records = train(cfg, [RunSpec(1e-3, 0, b1=0.9, b2=0.999, eps=1e-8)])
@@ -241,7 +240,7 @@ def test_engine_with_adam_records_preconditioned_noise_scale():
     assert not np.allclose(later[:, 0], later[:, 1], rtol=0.05)  # a different metric
 
 
-def test_preconditioned_needs_adam_and_every_must_be_positive():
+def test_preconditioned_needs_adam_and_every_must_be_positive(nqm_cfg):
     from scaling.config import ConfigError
 
     with pytest.raises(ConfigError, match="gns.preconditioned.*adam or adamw"):
@@ -250,7 +249,7 @@ def test_preconditioned_needs_adam_and_every_must_be_positive():
         nqm_cfg(**{"gns.every": 0})
 
 
-def test_measuring_every_fourth_step_still_matches_the_closed_form():
+def test_measuring_every_fourth_step_still_matches_the_closed_form(nqm_cfg, train):
     """Plain steps between measurements must not count: they would pull tr Sigma towards 0."""
     cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, "batch.sizes": "[32]",
                      "gns.every": 4})
@@ -266,7 +265,7 @@ def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys, 
     import json
 
     from scaling import store
-    from scaling.cli import main
+    from scaling.cli.main import main
 
     printed_before = {}  # step of the rows being written -> table lines printed until then
     append = store.append_metrics
@@ -305,7 +304,7 @@ def test_gns_command_trains_one_run_prints_b_simple_and_draws(tmp_path, capsys, 
 
 
 def test_gns_command_refuses_bad_input_before_training(tmp_path, capsys):
-    from scaling.cli import main
+    from scaling.cli.main import main
 
     config = tmp_path / "c.yaml"
     config.write_text("task: {name: nqm, dim: 4}\noptimizer: {name: sgd}\nbatch: {sizes: [8]}\n"
@@ -317,8 +316,8 @@ def test_gns_command_refuses_bad_input_before_training(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_sweep_passes_the_gns_options_to_the_engine():
-    from scaling.sweep import group_spec
+def test_sweep_passes_the_gns_options_to_the_engine(digits_cfg):
+    from scaling.sweep.runner import group_spec
 
     cfg = digits_cfg(**{"optimizer.name": "adam", "gns.every": 4, "gns.preconditioned": "true"})
     spec, _ = group_spec(cfg, 64, 1)

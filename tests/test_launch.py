@@ -9,10 +9,10 @@ from pathlib import Path
 import jax
 import pytest
 
-from scaling import launch, store
-from scaling.cli import build_parser, main
-from tests.devices import needs_devices
-from tests.test_sweep import assert_same, on_disk, write_config
+from scaling import store
+from scaling.cli.main import main
+from scaling.cli.parser import build_parser
+from scaling.sweep import launch
 
 try:  # imported here, not under capsys: submitit's logging keeps the sys.stdout of its import
     import submitit
@@ -30,7 +30,8 @@ def _sweep(config: str, out: Path, *extra: str) -> int:
     return main(["sweep", config, "--out", str(out), *extra])
 
 
-def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkeypatch):
+def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkeypatch,
+                                                        write_config):
     monkeypatch.setitem(sys.modules, "submitit", None)  # `import submitit` now raises ImportError
     out = tmp_path / "o"
     assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm") == 2
@@ -48,7 +49,7 @@ def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkey
     (["--jobs", "2"], "--jobs"),
     (["--wait"], "--wait"),
 ])
-def test_bad_launcher_options_are_refused(tmp_path, capsys, extra, flag):
+def test_bad_launcher_options_are_refused(tmp_path, capsys, extra, flag, write_config):
     out = tmp_path / "o"
     assert _sweep(write_config(tmp_path, **TINY), out, *extra) == 2
     err = capsys.readouterr().err
@@ -76,11 +77,12 @@ def test_each_task_runs_one_shard_of_the_same_sweep(tmp_path, monkeypatch):
 
 def test_a_failing_task_raises(tmp_path):
     with pytest.raises(RuntimeError, match="exited with status 2"):
-        launch.run_shard(["sweep", str(tmp_path / "missing.yaml")])
+        launch.run_shard(main, ["sweep", str(tmp_path / "missing.yaml")])
 
 
 @needs_submitit
-def test_without_srun_the_launcher_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch):
+def test_without_srun_the_launcher_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch,
+                                                              write_config):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv(launch.CLUSTER_ENV, raising=False)
     out = tmp_path / "o"
@@ -90,7 +92,7 @@ def test_without_srun_the_launcher_says_so_and_writes_nothing(tmp_path, capsys, 
 
 
 @needs_submitit
-def test_dry_run_names_the_tasks_and_submits_nothing(tmp_path, capsys):
+def test_dry_run_names_the_tasks_and_submits_nothing(tmp_path, capsys, write_config):
     out = tmp_path / "o"
     assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm", "--dry-run") == 0
     text = capsys.readouterr().out
@@ -114,7 +116,7 @@ def _assert_same_metrics(one: Path, other: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> tuple[str, Path]:
+def reference(tmp_path_factory, write_config) -> tuple[str, Path]:
     """TINY's config and its plain local sweep (8 devices), trained once for this module."""
     folder = tmp_path_factory.mktemp("reference")
     config = write_config(folder, **TINY)
@@ -125,14 +127,14 @@ def reference(tmp_path_factory) -> tuple[str, Path]:
 @needs_submitit
 @pytest.mark.slow
 def test_a_job_array_on_the_local_executor_equals_the_local_sweep(reference, tmp_path, capsys,
-                                                                  monkeypatch):
+                                                                  monkeypatch, assert_same, on_disk):
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
     config, local_out = reference
     out = tmp_path / "array"
     assert _sweep(config, out, "--launcher", "slurm", "--jobs", "2", "--wait", "--time", "10") == 0
     printed = capsys.readouterr().out
     assert "submitted 2 tasks" in printed and (out / "analysis.json").is_file()
-    tasks = [DelayedSubmission.load(p).args[0] for p in (out / "slurm").glob("*_submitted.pkl")]
+    tasks = [DelayedSubmission.load(p).args[1] for p in (out / "slurm").glob("*_submitted.pkl")]
     assert sorted(argv[-1] for argv in tasks) == ["0/2", "1/2"]
     logs = list((out / "slurm").glob("*_log.out"))
     assert len(logs) == 2 and all("shard done" in p.read_text() for p in logs)
@@ -143,11 +145,11 @@ def test_a_job_array_on_the_local_executor_equals_the_local_sweep(reference, tmp
 
 
 @needs_submitit
-@needs_devices(8)
+@pytest.mark.devices(8)
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(reference, tmp_path,
-                                                                         monkeypatch):
+                                                                         monkeypatch, assert_same, on_disk):
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # 2 x 4 = 8
     config, local_out = reference
@@ -163,7 +165,8 @@ def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(referen
 
 
 @needs_submitit
-def test_a_failed_task_fails_the_wait_and_names_its_log(tmp_path, capsys, monkeypatch):
+def test_a_failed_task_fails_the_wait_and_names_its_log(tmp_path, capsys, monkeypatch,
+                                                        write_config):
     jax.device_count()  # this process's backend is up; only the tasks see the bad platform below
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
     monkeypatch.setenv("JAX_PLATFORMS", "no_such_platform")

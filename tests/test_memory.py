@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from scaling import memory, sweep
 from scaling.config import ConfigError
-from tests.test_sweep import assert_same, cfg_of, comparable
+from scaling.sweep import runner
+from scaling.train import memory
 
 ONE_BATCH = {"batch__sizes": [8], "train": {"max_group_size": None}}
 
@@ -49,18 +49,18 @@ def test_device_limit(monkeypatch):
     assert memory.device_limit(1.0) == 1_000_000_000  # the config caps it
 
 
-def test_memory_limit_must_be_positive():
+def test_memory_limit_must_be_positive(cfg_of):
     for bad in (0, -1.0):
         with pytest.raises(ConfigError, match="train.memory_limit_gb"):
             cfg_of(train={"memory_limit_gb": bad})
 
 
-def _session(tmp_path, **changes) -> sweep.Session:
-    return sweep.Session(sweep.prepare(cfg_of(**changes), tmp_path), quiet=True)
+def _session(cfg, folder) -> runner.Session:
+    return runner.Session(runner.prepare(cfg, folder), quiet=True)
 
 
-def test_estimate_is_positive_and_grows_with_width(tmp_path):
-    session = _session(tmp_path, **ONE_BATCH)
+def test_estimate_is_positive_and_grows_with_width(tmp_path, cfg_of):
+    session = _session(cfg_of(**ONE_BATCH), tmp_path)
     program = session._program(8)
     data, eval_data = session.context[2:]
     total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (2, 8)}
@@ -71,18 +71,20 @@ def test_estimate_is_positive_and_grows_with_width(tmp_path):
     assert sorted(program.compile_s) == [2, 8]
 
 
-def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
-    session = _session(tmp_path, **{**ONE_BATCH, "train": {"memory_limit_gb": 1000.0}})
+def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path, cfg_of):
+    session = _session(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": 1000.0}}), tmp_path)
     summaries = session.train(session.p.batch_runs(8))
     program = session._program(8)
     assert [s["group_size"] for s in summaries] == [4] * 4
     assert list(program.compile_s) == [4] and program.chunks_at[4] > 0  # compiled once, reused
 
 
-def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, capsys):
-    limit_gb = _limit_for(tmp_path, 2.5)  # room for 2 runs, not 3
-    whole = sweep.run(cfg_of(**ONE_BATCH), tmp_path / "whole", quiet=True)
-    split = sweep.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
+def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, capsys,
+                                                                       assert_same, cfg_of,
+                                                                       comparable):
+    limit_gb = _limit_for(cfg_of(**ONE_BATCH), tmp_path, 2.5)  # room for 2 runs, not 3
+    whole = runner.run(cfg_of(**ONE_BATCH), tmp_path / "whole", quiet=True)
+    split = runner.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
                       tmp_path / "split")
     assert [s["group_size"] for s in whole] == [4] * 4
     assert [s["group_size"] for s in split] == [2] * 4
@@ -92,9 +94,9 @@ def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path,
     assert "batch 8: 4 runs need about" in out and "GB: groups of 2\n" in out
 
 
-def _limit_for(tmp_path, runs: float) -> float:
+def _limit_for(cfg, tmp_path, runs: float) -> float:
     """memory_limit_gb with room for `runs` runs of ONE_BATCH's group beside its data."""
-    probe = _session(tmp_path / "probe", **ONE_BATCH)
+    probe = _session(cfg, tmp_path / "probe")
     program = probe._program(8)
     data, eval_data = probe.context[2:]
     fixed = memory.tree_bytes(data, eval_data)
@@ -103,18 +105,17 @@ def _limit_for(tmp_path, runs: float) -> float:
     return (fixed + runs * per_run) / memory.SAFETY / memory.GB
 
 
-def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, capsys):
-    limit_gb = _limit_for(tmp_path, 1.5)  # one run per group: 4 groups, not 1
-    split = sweep.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
+def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, capsys, cfg_of):
+    limit_gb = _limit_for(cfg_of(**ONE_BATCH), tmp_path, 1.5)  # one run per group: 4 groups, not 1
+    split = runner.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
                       tmp_path / "split")
     assert [s["group_size"] for s in split] == [1] * 4
     out = capsys.readouterr().out
     assert "groups: 1 done, 3 left" in out and "groups: 4 done, 0 left" in out
 
 
-def test_dry_run_says_groups_may_be_cut_to_fit_memory(tmp_path, capsys):
-    from scaling.cli import main
-    from tests.test_sweep import write_config
+def test_dry_run_says_groups_may_be_cut_to_fit_memory(tmp_path, capsys, write_config):
+    from scaling.cli.main import main
 
     args = ["sweep", write_config(tmp_path, **ONE_BATCH), "--out", str(tmp_path / "o"), "--dry-run"]
     assert main(args) == 0

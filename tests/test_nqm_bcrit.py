@@ -14,9 +14,13 @@ import jax
 import numpy as np
 import pytest
 
-from scaling import analysis, config as config_mod, sweep, tradeoff
-from scaling.targets import first_crossing
-from scaling.tasks.nqm import constant_lr_expected_loss, expected_loss, optimal_steps_to_target, spectra
+from scaling import config as config_mod
+from scaling.analysis import analyze, tradeoff
+from scaling.analysis.nqm_reference import (constant_lr_expected_loss, expected_loss,
+                                            optimal_steps_to_target)
+from scaling.config.targets import first_crossing
+from scaling.sweep import runner
+from scaling.tasks.nqm import spectra
 
 SIZES = [4, 8, 16, 32, 64, 128, 256, 512]
 LRS = [float(v) for v in np.geomspace(0.1, 1.9, 8)]
@@ -73,9 +77,9 @@ def sweeps(tmp_path_factory) -> dict[str, tuple[dict, list[float]]]:
         values = [f * 0.5 * float(np.sum(h)) for f in fractions]
         cfg = nqm_sweep_cfg(task, [f"eval_loss<={v!r}" for v in values], seeds, max_steps)
         folder = tmp_path_factory.mktemp(name)
-        sweep.run(cfg, folder, quiet=True)
+        runner.run(cfg, folder, quiet=True)
         exact = [exact_b_crit(cfg.task.options, v, max_steps) for v in values]
-        out[name] = analysis.analyze(folder, bootstrap=300), exact
+        out[name] = analyze.analyze(folder, bootstrap=300), exact
     return out
 
 

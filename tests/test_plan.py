@@ -1,4 +1,4 @@
-"""Run arithmetic (DESIGN.md section 2 worked examples), warnings, and `scaling plan`."""
+"""Run arithmetic (the worked examples of docs/arithmetic.md), warnings, and `scaling plan`."""
 
 import json
 import subprocess
@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from scaling.cli import main
+from scaling.cli.main import main
 from scaling.config import BatchConfig, BudgetConfig, Config, ConfigError, LearningRateConfig
-from scaling.plan import calculate, format_table, sweep_warnings
+from scaling.sweep.plan import calculate, format_table, sweep_warnings
 
 
 def test_worked_example_800_examples():
@@ -171,7 +171,7 @@ def test_cli_process_exit_code_and_no_jax_import():
     bad = subprocess.run([sys.executable, "-m", "scaling.cli", "plan", "--examples", "800",
                           "--batch-size", "0", "--epochs", "3"], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    code = ("import sys; from scaling.cli import main; main(['plan', '--examples', '8', "
+    code = ("import sys; from scaling.cli.main import main; main(['plan', '--examples', '8', "
             "'--batch-size', '8', '--epochs', '1']); print('jax' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert out.strip().endswith("False")

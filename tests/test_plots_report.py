@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from scaling import curves, plots, report
-from scaling.plot_noise import noise_series
+from scaling.analysis import curves
 from scaling.config import ConfigError, load, to_yaml
+from scaling.formatting import number
+from scaling.report import figures, markdown
+from scaling.report.noise_figure import noise_series
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [16, 32, 64, 128, 256]
@@ -142,8 +144,8 @@ def sparse_analysis() -> dict:
 
 
 def test_write_all_writes_every_figure(tmp_path):
-    paths = plots.write_all(synthetic_analysis(), synthetic_records(), tmp_path / "figures")
-    assert sorted(p.name for p in paths) == sorted(plots.FIGURES)
+    paths = figures.write_all(synthetic_analysis(), synthetic_records(), tmp_path / "figures")
+    assert sorted(p.name for p in paths) == sorted(figures.FIGURES)
     for p in paths:
         assert p.parent == tmp_path / "figures" and p.read_bytes()[:8] == PNG
         assert p.stat().st_size > 10_000
@@ -154,33 +156,33 @@ def test_a_fit_with_no_examples_term_still_draws(tmp_path):
     a = synthetic_analysis()
     fit = a["targets"][0]["fit"]
     fit["e_min"], fit["b_crit"] = 1e-300, 1e-300 / fit["s_min"]
-    path = plots.examples_vs_steps(a, synthetic_records(), tmp_path / "e.png")
+    path = figures.examples_vs_steps(a, synthetic_records(), tmp_path / "e.png")
     assert path.read_bytes()[:8] == PNG
 
 
 def test_write_all_skips_figures_without_data(tmp_path):
     a = sparse_analysis()
-    names = {p.name for p in plots.write_all(a, synthetic_records(False), tmp_path)}
+    names = {p.name for p in figures.write_all(a, synthetic_records(False), tmp_path)}
     assert names == {"steps_vs_batch.png", "examples_vs_steps.png", "lr_vs_batch.png",
                      "heatmap.png"}
     for t in a["targets"]:
         t["points"] = []
-    names = {p.name for p in plots.write_all(a, [], tmp_path / "none")}
+    names = {p.name for p in figures.write_all(a, [], tmp_path / "none")}
     assert names == {"heatmap.png"}
 
 
 def test_heatmap_cells_average_seeds_and_mark_divergence():
     a = synthetic_analysis()
     a["runs"][0]["steps_to_target"]["eval_loss<=1.0"] = 1000.0  # bs16 lr0.01 seed0
-    cells = plots._cells(a, "eval_loss<=1.0")
+    cells = figures._cells(a, "eval_loss<=1.0")
     assert len(cells) == len(SIZES) * len(RATES)
     assert cells[(16, 0.01)]["steps"] == pytest.approx((1000 + run_steps("eval_loss<=1.0", 16,
                                                                            0.01)) / 2)
     assert cells[(16, 0.3)] == {"steps": None, "reached": False, "diverged": True}
-    acc = plots._cells(a, "eval_accuracy>=0.6")[(64, 0.01)]
+    acc = figures._cells(a, "eval_accuracy>=0.6")[(64, 0.01)]
     assert acc == {"steps": None, "reached": False, "diverged": False}
     a["runs"][1]["steps_to_target"]["eval_loss<=1.0"] = None  # one seed missed: not reached
-    assert plots._cells(a, "eval_loss<=1.0")[(16, 0.01)]["steps"] is None
+    assert figures._cells(a, "eval_loss<=1.0")[(16, 0.01)]["steps"] is None
 
 
 def test_noise_scale_vs_loss_on_one_run(tmp_path):
@@ -194,10 +196,10 @@ def test_noise_scale_vs_loss_on_one_run(tmp_path):
               for i, m in enumerate(rec[0]["metrics"])]  # lowest at the 11th row, then rising
     (_, _, losses, _), = noise_series([dict(rec[0], metrics=rising)], "b_simple")
     assert losses[-1] == 2.0 and len(losses) == 11 - 1  # cut at the lowest loss
-    path = plots.noise_scale_vs_loss(rec, tmp_path / "gns.png", b_crit={"eval_loss<=1.0": 64.0})
+    path = figures.noise_scale_vs_loss(rec, tmp_path / "gns.png", b_crit={"eval_loss<=1.0": 64.0})
     assert path.read_bytes()[:8] == PNG
     with pytest.raises(ConfigError, match="b_simple"):
-        plots.noise_scale_vs_loss(synthetic_records(False), tmp_path / "none.png")
+        figures.noise_scale_vs_loss(synthetic_records(False), tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()
 
 
@@ -229,8 +231,8 @@ def write_sweep_yaml(out: Path, *overrides: str) -> None:
 def test_report_shows_the_numbers_and_links_the_figures(tmp_path):
     write_sweep_yaml(tmp_path)
     a = synthetic_analysis()
-    figures = plots.write_all(a, synthetic_records(), tmp_path / "figures")
-    text = report.write(tmp_path, a, figures).read_text()
+    drawn = figures.write_all(a, synthetic_records(), tmp_path / "figures")
+    text = markdown.write(tmp_path, a, drawn).read_text()
     assert "**64** [48, 80]" in text and "**32** [24, 40]" in text  # B_crit [CI]
     assert "| **64** [48, 80] | 32 [25.6, 38.4] |" in text  # beside it, the first crossing
     assert "- reached: smoothed (mean over step/1.5 .. step*1.5 in log step)" in text
@@ -246,13 +248,13 @@ def test_report_shows_the_numbers_and_links_the_figures(tmp_path):
     # steps and 398,400 examples, then 13 more steps to reach 400,000
     assert "3,167" in text
     links = [line[line.index("(") + 1:-1] for line in text.splitlines() if line.startswith("![")]
-    assert sorted(links) == sorted(f"figures/{n}" for n in plots.FIGURES)
+    assert sorted(links) == sorted(f"figures/{n}" for n in figures.FIGURES)
     assert all((tmp_path / link).is_file() for link in links)
 
 
 def test_report_says_when_the_fit_is_missing_poor_or_wide(tmp_path):
     write_sweep_yaml(tmp_path)
-    text = report.write(tmp_path, sparse_analysis(), []).read_text()
+    text = markdown.write(tmp_path, sparse_analysis(), []).read_text()
     assert "eval_accuracy>=0.6 was not reached at any batch size" in text
     assert "No trade-off fit for eval_loss<=1.0" in text and "## Figures" not in text
     assert "| eval_accuracy>=0.6 | - | - | - | - |" in text  # nulls as "-", no empty "[,]"
@@ -261,7 +263,7 @@ def test_report_says_when_the_fit_is_missing_poor_or_wide(tmp_path):
     a["targets"][0]["b_crit_ci"] = [10.0, 400.0]
     a["targets"][0]["unreached_batch_sizes"] = [512]
     a["targets"][0]["points"][-1]["at_edge"] = "high"
-    text = report.write(tmp_path, a, []).read_text()
+    text = markdown.write(tmp_path, a, []).read_text()
     assert "The fit is poor (rms residual of log steps 0.30)" in text
     assert "wide ([10, 400], a factor 40)" in text
     assert "eval_loss<=1.0 was not reached at batch size 512 within the budget" in text
@@ -271,17 +273,17 @@ def test_report_says_when_the_fit_is_missing_poor_or_wide(tmp_path):
 def test_ideal_share_closed_form():
     s = lambda b: 100 + 6400 / b  # noqa: E731  (B_crit = 64)
     for b in (16, 64, 300):
-        assert report.ideal_share(b, 64) == pytest.approx((s(b) - s(2 * b)) / (s(b) / 2))
-    assert report.ideal_share(64, 64) == 0.5
-    assert report.num(6400.0) == "6,400" and report.num(0.0094868) == "0.00949"
-    assert report.num(None) == "-" and report.num(1234.6) == "1,235"
+        assert markdown.ideal_share(b, 64) == pytest.approx((s(b) - s(2 * b)) / (s(b) / 2))
+    assert markdown.ideal_share(64, 64) == 0.5
+    assert number(6400.0) == "6,400" and number(0.0094868) == "0.00949"
+    assert number(None) == "-" and number(1234.6) == "1,235"
 
 
 # ---------------------------------------------------------------- scaling analyze
 
 
 def test_analyze_refuses_a_missing_folder(tmp_path, capsys):
-    from scaling.cli import main
+    from scaling.cli.main import main
 
     assert main(["analyze", str(tmp_path / "nope")]) == 2
     assert "error:" in capsys.readouterr().err
@@ -320,7 +322,7 @@ def tiny_sweep(out: Path) -> None:
 def test_analyze_writes_analysis_report_and_figures(tmp_path, capsys):
     import json
 
-    from scaling.cli import main
+    from scaling.cli.main import main
 
     tiny_sweep(tmp_path)
     assert main(["analyze", str(tmp_path), "--bootstrap", "50"]) == 0
@@ -330,10 +332,10 @@ def test_analyze_writes_analysis_report_and_figures(tmp_path, capsys):
     assert target["name"] == "eval_loss<=1.0"
     assert target["b_crit"] == pytest.approx(64, rel=1e-3)
     assert [p["best_lr"] for p in target["points"]] == [0.1] * 5
-    figures = sorted(p.name for p in (tmp_path / "figures").iterdir())
-    assert figures == sorted(plots.FIGURES)
+    drawn = sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert drawn == sorted(figures.FIGURES)
     text = (tmp_path / "report.md").read_text()
-    assert "**64**" in text and all(f"figures/{n}" in text for n in figures)
+    assert "**64**" in text and all(f"figures/{n}" in text for n in drawn)
     assert f"wrote {tmp_path / 'report.md'}" in printed and "B_crit 64" in printed
     assert main(["analyze", str(tmp_path), "--json", "--bootstrap", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["targets"][0]["b_crit"] == pytest.approx(64, 1e-3)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 
 from scaling import config as config_mod
-from scaling.engine import RunSpec
-from scaling.parallel import make_mesh
-from scaling.repack import PAD, Packing, width_for
-from tests.devices import needs_devices
-from tests.test_engine import train_program
+from scaling.train.mesh import make_mesh
+from scaling.train.repack import PAD, Packing, width_for
+from scaling.train.spec import RunSpec
 
 # Momentum on the NQM (h_max = 1): the large rates diverge within a few steps, the middle ones
 # reach the target at different times, the smallest uses its whole budget. Shuffled, so the
@@ -18,7 +17,7 @@ from tests.test_engine import train_program
 RATES = [12.0, 0.3, 6.0, 0.003, 1.5, 0.1, 0.6, 0.03]
 
 
-def cfg_of(repack: bool) -> config_mod.Config:
+def repack_cfg(repack: bool) -> config_mod.Config:
     return config_mod.from_dict({
         "task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "momentum"},
         "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3]},
@@ -27,10 +26,11 @@ def cfg_of(repack: bool) -> config_mod.Config:
         "train": {"chunk_steps": 10, "repack": repack}})
 
 
-def train(repack: bool, runs: list[RunSpec], runs_axis: int = 1):
+@pytest.fixture
+def train_packed(train_program):
     """One group on a (runs_axis, 8 / runs_axis) mesh; (results, per-run rows, program)."""
-    return train_program(cfg_of(repack), runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()),
-                         runs_axis)
+    return lambda repack, runs, runs_axis=1: train_program(
+        repack_cfg(repack), runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()), runs_axis)
 
 
 def assert_same_runs(a, b) -> None:
@@ -46,10 +46,10 @@ def assert_same_runs(a, b) -> None:
                                        rtol=1e-6, atol=1e-8, err_msg=key)
 
 
-@needs_devices(8)
-def test_repacking_changes_no_run_and_shrinks_the_group():
+@pytest.mark.devices(8)
+def test_repacking_changes_no_run_and_shrinks_the_group(train_packed):
     runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES)]
-    on, off = train(True, runs), train(False, runs)
+    on, off = train_packed(True, runs), train_packed(False, runs)
     assert {r.status for r in on[0]} == {"completed", "diverged", "budget_exhausted"}
     assert len({r.steps for r in on[0]}) >= 5  # runs stop at very different times
     assert_same_runs(on, off)
@@ -59,10 +59,10 @@ def test_repacking_changes_no_run_and_shrinks_the_group():
     assert sum(w * n for w, n in widths.items()) < 8 * 20 / 2
 
 
-@needs_devices(8)
-def test_repacking_on_a_2x4_mesh_keeps_the_width_a_multiple_of_the_runs_axis():
+@pytest.mark.devices(8)
+def test_repacking_on_a_2x4_mesh_keeps_the_width_a_multiple_of_the_runs_axis(train_packed):
     runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES[1:])]  # 7: one pad
-    on, off = train(True, runs, runs_axis=2), train(False, runs, runs_axis=2)
+    on, off = train_packed(True, runs, runs_axis=2), train_packed(False, runs, runs_axis=2)
     assert_same_runs(on, off)
     assert set(off[2].chunks_at) == {8}  # 7 runs and one padding copy
     assert min(on[2].chunks_at) == 2 and all(w % 2 == 0 for w in on[2].chunks_at)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from scaling.config import ScheduleConfig
-from scaling.rules import lr_multiplier, scaled_lr, warmup_steps
+from scaling.config.learning_rates import scaled_lr, warmup_steps
+from scaling.train.schedules import lr_multiplier
 
 
 @pytest.mark.parametrize("rule, expected", [("linear", 0.4), ("sqrt", 0.2), ("constant", 0.1)])

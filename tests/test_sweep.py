@@ -13,71 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaling import config, grid, progress, store, sweep
-from scaling.cli import main
+from scaling import config, store
+from scaling.cli.main import main
 from scaling.config import ConfigError
-from scaling.engine import RunSpec
-from scaling.plan import format_cell
-
-TIMING = {"wall_s", "compile_s", "group_size"}
-
-NQM = {
-    "name": "t", "task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
-    "batch": {"sizes": [8, 16]}, "learning_rate": {"values": [0.1, 0.5]},
-    "budget": {"max_examples": 800}, "targets": ["eval_loss<=0.3"], "seeds": [0, 1],
-    "train": {"max_group_size": 2},
-}
-
-
-def cfg_of(**changes) -> config.Config:
-    data = json.loads(json.dumps(NQM))
-    for key, value in changes.items():
-        section, _, name = key.partition("__")
-        if name:
-            data[section][name] = value
-        else:
-            data[section] = value
-    return config.from_dict(data)
-
-
-def write_config(tmp_path: Path, **changes) -> str:
-    path = tmp_path / "c.yaml"
-    path.write_text(config.to_yaml(cfg_of(**changes)))
-    return str(path)
-
-
-def _flat(value, prefix=""):
-    if isinstance(value, dict):
-        return {k2: v2 for k, v in value.items() for k2, v2 in _flat(v, f"{prefix}{k}.").items()}
-    return {prefix.rstrip("."): value}
-
-
-def comparable(summaries) -> dict[str, dict]:
-    """Summaries by run id without timing fields (final.wall_s included)."""
-    return {s["run_id"]: {k: v for k, v in _flat(s).items()
-                          if k.split(".")[-1] not in TIMING} for s in summaries}
-
-
-def assert_same(a: dict[str, dict], b: dict[str, dict]) -> None:
-    """Same runs, same discrete fields, floats to float32 tolerance (vmap width may differ)."""
-    assert a.keys() == b.keys()
-    for rid in a:
-        assert a[rid].keys() == b[rid].keys(), rid
-        for key, value in a[rid].items():
-            if isinstance(value, float):
-                assert b[rid][key] == pytest.approx(value, rel=1e-5, abs=1e-7), (rid, key)
-            else:
-                assert b[rid][key] == value, (rid, key)
-
-
-def on_disk(out: Path) -> dict[str, dict]:
-    return comparable([r["summary"] for r in store.load(out)])
-
+from scaling.formatting import duration, number
+from scaling.sweep import grid, progress, runner
+from scaling.train.spec import RunSpec
 
 # ---------------------------------------------------------------- dry run
 
 
-def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys):
+def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys, write_config):
     out = tmp_path / "o"
     assert main(["sweep", write_config(tmp_path), "--out", str(out), "--dry-run"]) == 0
     text = capsys.readouterr().out
@@ -89,9 +35,9 @@ def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys
     assert text.count("to do  bs") == 8 and "batch 16 group 1: 2 runs, 0 done, 2 to train" in text
 
 
-def test_dry_run_marks_finished_runs(tmp_path, capsys):
+def test_dry_run_marks_finished_runs(tmp_path, capsys, cfg_of, write_config):
     config_path, out = write_config(tmp_path), tmp_path / "o"
-    sweep.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1]), out, quiet=True, force=True)
+    runner.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1]), out, quiet=True, force=True)
     before = sorted(p.name for p in out.rglob("*"))
     capsys.readouterr()
     assert main(["sweep", config_path, "--out", str(out), "--dry-run"]) == 0
@@ -105,7 +51,7 @@ def test_dry_run_marks_finished_runs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "0/0", "1/2/3"])
-def test_bad_shard_is_refused(tmp_path, capsys, text):
+def test_bad_shard_is_refused(tmp_path, capsys, text, write_config):
     with pytest.raises(ConfigError, match="--shard"):
         grid.parse_shard(text)
     assert main(["sweep", write_config(tmp_path), "--out", str(tmp_path / "o"),
@@ -127,7 +73,7 @@ def test_partition_is_longest_processing_time_first():
     assert grid.partition(units, 7)[5:] == [[], []]
 
 
-def test_units_cost_examples_and_follow_max_group_size():
+def test_units_cost_examples_and_follow_max_group_size(cfg_of):
     cfg = cfg_of(batch__sizes=[8, 16], train={"max_group_size": 3}, seeds=[0])
     runs = grid.expand(cfg)
     units = grid.units(cfg, runs, {8: 800, 16: 1600})
@@ -137,26 +83,26 @@ def test_units_cost_examples_and_follow_max_group_size():
     assert sizes == [2, 2, 2, 2, 2, 2]
 
 
-def test_the_partition_ignores_finished_runs(tmp_path):
+def test_the_partition_ignores_finished_runs(tmp_path, cfg_of):
     cfg, out = cfg_of(), tmp_path / "o"
-    before = [[r.run_id for r in u.runs] for u in sweep.prepare(cfg, out, shard=(1, 3)).mine]
-    sweep.run(cfg, out, batch_sizes=[8], quiet=True, shard=(0, 3))
+    before = [[r.run_id for r in u.runs] for u in runner.prepare(cfg, out, shard=(1, 3)).units]
+    runner.run(cfg, out, batch_sizes=[8], quiet=True, shard=(0, 3))
     assert any(store.is_done(out, r.run_id) for r in grid.expand(cfg))
-    assert [[r.run_id for r in u.runs] for u in sweep.prepare(cfg, out, shard=(1, 3)).mine] == before
+    assert [[r.run_id for r in u.runs] for u in runner.prepare(cfg, out, shard=(1, 3)).units] == before
 
 
 @pytest.mark.slow
-def test_two_shards_equal_the_unsharded_sweep(tmp_path):
+def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, comparable, on_disk):
     cfg = cfg_of()
-    whole = sweep.run(cfg, tmp_path / "whole", quiet=True)
-    first = sweep.run(cfg, tmp_path / "sharded", quiet=True, shard=(0, 2))
-    second = sweep.run(cfg, tmp_path / "sharded", quiet=True, shard=(1, 2))
+    whole = runner.run(cfg, tmp_path / "whole", quiet=True)
+    first = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(0, 2))
+    second = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(1, 2))
     ids = {s["run_id"] for s in first}
     assert ids and ids.isdisjoint(s["run_id"] for s in second)
     assert len(whole) == 8 and len(first) + len(second) == 8
     assert_same(comparable(whole), comparable(first + second))
     assert_same(on_disk(tmp_path / "whole"), on_disk(tmp_path / "sharded"))
-    assert sweep.run(cfg, tmp_path / "sharded", quiet=True) == []
+    assert runner.run(cfg, tmp_path / "sharded", quiet=True) == []
 
 
 # ---------------------------------------------------------------- kill -9, concurrency
@@ -175,7 +121,8 @@ def _summaries(out: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path):
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path, assert_same, cfg_of,
+                                                                 on_disk, write_config):
     config_path, out = write_config(tmp_path, **LONG), tmp_path / "killed"
     proc = _scaling("sweep", config_path, "--out", str(out), "--quiet")
     deadline = time.monotonic() + 120
@@ -186,13 +133,13 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path):
     finished = len(_summaries(out))
     assert 0 < finished < 24, "the kill must land mid-sweep for this test to mean anything"
     assert main(["sweep", config_path, "--out", str(out), "--quiet"]) == 0
-    sweep.run(cfg_of(**LONG), tmp_path / "clean", quiet=True)
+    runner.run(cfg_of(**LONG), tmp_path / "clean", quiet=True)
     assert len(_summaries(out)) == 24
     assert_same(on_disk(tmp_path / "clean"), on_disk(out))
 
 
 @pytest.mark.slow
-def test_two_shard_processes_write_one_folder_at_once(tmp_path):
+def test_two_shard_processes_write_one_folder_at_once(tmp_path, cfg_of, write_config):
     config_path, out = write_config(tmp_path, **LONG), tmp_path / "o"
     procs = [_scaling("sweep", config_path, "--out", str(out), "--quiet", "--shard", f"{i}/2")
              for i in range(2)]
@@ -212,13 +159,13 @@ def test_two_shard_processes_write_one_folder_at_once(tmp_path):
 
 
 @pytest.mark.slow
-def test_extension_trains_only_the_new_points(tmp_path):
+def test_extension_trains_only_the_new_points(tmp_path, cfg_of):
     out = tmp_path / "o"
     small = cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0])
-    first = sweep.run(small, out, quiet=True)
+    first = runner.run(small, out, quiet=True)
     stamp = {p: p.stat().st_mtime_ns for p in _summaries(out)}
     bigger = cfg_of(batch__sizes=[8, 16], learning_rate__values=[0.1, 0.5], seeds=[0, 1])
-    new = sweep.run(bigger, out, quiet=True)
+    new = runner.run(bigger, out, quiet=True)
     all_ids = {r.run_id for r in grid.expand(bigger)}
     assert {s["run_id"] for s in first} == {"bs8-lr0.1-seed0"}
     assert {s["run_id"] for s in new} == all_ids - {"bs8-lr0.1-seed0"}
@@ -227,28 +174,28 @@ def test_extension_trains_only_the_new_points(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_folder_of_another_model_is_refused_unless_forced(tmp_path):
+def test_a_folder_of_another_model_is_refused_unless_forced(tmp_path, cfg_of):
     out = tmp_path / "o"
-    sweep.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0]), out, quiet=True)
+    runner.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0]), out, quiet=True)
     other = cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0],
                    optimizer={"name": "momentum"})
     with pytest.raises(ConfigError, match="different optimizer.*--force"):
-        sweep.run(other, out, quiet=True)
+        runner.run(other, out, quiet=True)
     with pytest.raises(ConfigError, match="different optimizer"):
-        sweep.prepare(other, out)
-    assert [s["run_id"] for s in sweep.run(other, out, quiet=True, force=True)] == []
+        runner.prepare(other, out)
+    assert [s["run_id"] for s in runner.run(other, out, quiet=True, force=True)] == []
     other = cfg_of(batch__sizes=[8], learning_rate__values=[0.2], seeds=[0],
                    optimizer={"name": "momentum"})
-    assert [s["run_id"] for s in sweep.run(other, out, quiet=True, force=True)] == ["bs8-lr0.2-seed0"]
+    assert [s["run_id"] for s in runner.run(other, out, quiet=True, force=True)] == ["bs8-lr0.2-seed0"]
 
 
 # ---------------------------------------------------------------- pandas view
 
 
-def test_frame_has_one_row_per_run_with_flattened_fields(tmp_path):
+def test_frame_has_one_row_per_run_with_flattened_fields(tmp_path, cfg_of):
     pd = pytest.importorskip("pandas")
     out = tmp_path / "o"
-    sweep.run(cfg_of(batch__sizes=[8], seeds=[0]), out, quiet=True)
+    runner.run(cfg_of(batch__sizes=[8], seeds=[0]), out, quiet=True)
     df = store.frame(out)
     assert isinstance(df, pd.DataFrame) and len(df) == 2
     assert sorted(df["run_id"]) == ["bs8-lr0.1-seed0", "bs8-lr0.5-seed0"]
@@ -308,10 +255,10 @@ def test_progress_and_final_tables():
 def test_eta_is_elapsed_per_budgeted_example_times_what_is_left():
     assert progress.eta(10.0, 400, 1200) == pytest.approx(30.0)
     assert progress.eta(10.0, 0, 1200) is None
-    assert progress.format_eta(None) == "unknown" and progress.format_eta(3725) == "1h02m"
+    assert duration(None) == "unknown" and duration(3725) == "1h02m"
 
 
-def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys):
+def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys, write_config):
     config_path = write_config(tmp_path, batch__sizes=[8], seeds=[0])
     assert main(["sweep", config_path, "--out", str(tmp_path / "o"), "--quiet", "--no-analyze"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -319,7 +266,7 @@ def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys):
             (r["summary"] for r in store.load(tmp_path / "o"))}
     lr = min(best, key=lambda k: best[k])
     assert out[0].split()[:3] == ["batch", "best", "lr"]
-    assert out[1].split()[:3] == ["8", f"{lr:.4g}", format_cell(best[lr])]
+    assert out[1].split()[:3] == ["8", f"{lr:.4g}", number(best[lr], 4)]
     assert out[-1] == f"results in {tmp_path / 'o'}"
 
 
@@ -329,7 +276,7 @@ CENTERED = {"mode": "centered", "rule": "linear", "batch_ref": 8, "lr_ref": 0.5,
             "num": 3, "max_extensions": 1}
 
 
-def test_centered_grid_spans_the_factor_either_side_of_the_rule():
+def test_centered_grid_spans_the_factor_either_side_of_the_rule(cfg_of):
     cfg = cfg_of(learning_rate=dict(CENTERED, num=5, span=4.0))
     assert grid.batch_learning_rates(cfg, 16, []) == pytest.approx([0.25, 0.5, 1.0, 2.0, 4.0])
     ext = grid.extension(cfg, 16, "low", [])
@@ -358,18 +305,18 @@ def test_extension_side(rows, side):
 
 
 @pytest.mark.slow
-def test_a_centred_grid_extends_at_the_edge_holding_the_optimum(tmp_path):
+def test_a_centred_grid_extends_at_the_edge_holding_the_optimum(tmp_path, cfg_of):
     # On this NQM at batch 8 the fastest stable LR is about 1.5 (3 diverges): a grid of
     # 0.25, 0.5, 1 has its optimum at the top edge, so one extension adds 2.0 on that side.
     out = tmp_path / "o"
     cfg = cfg_of(batch__sizes=[8], seeds=[0], learning_rate=CENTERED)
-    done = sweep.run(cfg, out, quiet=True)
+    done = runner.run(cfg, out, quiet=True)
     assert [s["learning_rate"] for s in done] == pytest.approx([0.25, 0.5, 1.0, 2.0])
     (record,) = store.read_extensions(out)
     assert (record["batch_size"], record["side"], record["first"], record["last"]) == (8, "high", 3, 3)
-    assert sweep.run(cfg, out, quiet=True) == []  # max_extensions reached: nothing more
+    assert runner.run(cfg, out, quiet=True) == []  # max_extensions reached: nothing more
     centred = cfg_of(batch__sizes=[8], seeds=[0], learning_rate=dict(CENTERED, lr_ref=1.0, span=3.0))
-    kept = sweep.run(centred, tmp_path / "kept", quiet=True)
+    kept = runner.run(centred, tmp_path / "kept", quiet=True)
     assert [s["learning_rate"] for s in kept] == pytest.approx([1 / 3, 1.0, 3.0])
     assert store.read_extensions(tmp_path / "kept") == []
 
@@ -389,7 +336,7 @@ CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_config_loads_and_plans(path):
-    from scaling import plan
+    from scaling.sweep import plan
 
     cfg = config.load(path)
     rows = [plan.for_config(cfg, size) for size in cfg.batch.sizes]
@@ -401,8 +348,11 @@ def test_every_config_loads_and_plans(path):
 # ---------------------------------------------------------------- optimizer scalars as grid axes
 
 
-def axes_cfg(**optimizer) -> config.Config:
-    return cfg_of(optimizer={"name": "momentum", **optimizer}, seeds=[0], train={})
+@pytest.fixture
+def axes_cfg(cfg_of):
+    """The sweep config with momentum and these optimizer settings, one seed, one group."""
+    return lambda **optimizer: cfg_of(optimizer={"name": "momentum", **optimizer}, seeds=[0],
+                                      train={})
 
 
 def test_scalar_optimizer_settings_keep_the_old_run_ids():
@@ -418,7 +368,7 @@ def test_scalar_optimizer_settings_keep_the_old_run_ids():
     assert {r.spec.momentum for r in grid.expand(cfg)} == {0.95}
 
 
-def test_one_list_axis_multiplies_the_grid():
+def test_one_list_axis_multiplies_the_grid(axes_cfg):
     cfg = axes_cfg(momentum=[0.0, 0.9], weight_decay=1e-4)
     runs = grid.expand(cfg)
     assert len(runs) == 2 * 2 * 1 * 2
@@ -430,7 +380,7 @@ def test_one_list_axis_multiplies_the_grid():
     assert [len(u.runs) for u in grid.units(cfg, runs, {8: 1, 16: 1})] == [4, 4]
 
 
-def test_two_list_axes_give_every_combination():
+def test_two_list_axes_give_every_combination(cfg_of):
     cfg = cfg_of(optimizer={"name": "adamw", "weight_decay": [0.0, 1e-4, 1e-3], "b2": [0.99, 0.999]},
                  seeds=[0, 1], learning_rate__values=[0.1])
     runs = grid.expand(cfg)
@@ -457,9 +407,9 @@ def _folder_with(tmp_path: Path, cfg: config.Config) -> Path:
     (0.9, [0.0, 0.9]),
     ([0.0, 0.9], 0.9),
 ])
-def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after):
+def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after, axes_cfg):
     out = _folder_with(tmp_path, axes_cfg(momentum=before))
-    sweep.check_folder(axes_cfg(momentum=after), out, force=False)
+    runner.check_folder(axes_cfg(momentum=after), out, force=False)
 
 
 @pytest.mark.parametrize("before, after, fragments", [
@@ -471,19 +421,19 @@ def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after):
     ({"momentum": [0.0, 0.9]}, {"momentum": [0.0], "name": "nesterov"},
      ["different optimizer.name (optimizer.name: 'momentum' there, 'nesterov' here)"]),
 ])
-def test_other_optimizer_changes_are_still_refused(tmp_path, before, after, fragments):
+def test_other_optimizer_changes_are_still_refused(tmp_path, before, after, fragments, axes_cfg):
     out = _folder_with(tmp_path, axes_cfg(**before))
     with pytest.raises(ConfigError) as info:
-        sweep.check_folder(axes_cfg(**after), out, force=False)
+        runner.check_folder(axes_cfg(**after), out, force=False)
     for fragment in fragments:
         assert fragment in str(info.value)
-    sweep.check_folder(axes_cfg(**after), out, force=True)
+    runner.check_folder(axes_cfg(**after), out, force=True)
 
 
 @pytest.mark.slow
-def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path):
+def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path, axes_cfg):
     out = tmp_path / "o"
-    first = sweep.run(axes_cfg(momentum=[0.0, 0.9]), out, quiet=True)
+    first = runner.run(axes_cfg(momentum=[0.0, 0.9]), out, quiet=True)
     assert len(first) == 8 and {s["group_size"] for s in first} == {4}
     by_id = {s["run_id"]: s for s in first}
     for rid in by_id:
@@ -494,19 +444,20 @@ def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path):
             a, b = (by_id[f"bs{size}-lr{lr}-seed0-mom{m}"]["final"] for m in ("0", "0.9"))
             assert math.isfinite(a["eval_loss"]) and math.isfinite(b["eval_loss"])
             assert a["eval_loss"] != b["eval_loss"] and a["train_loss"] != b["train_loss"]
-    alone = sweep.run(axes_cfg(momentum=0.0), tmp_path / "scalar", batch_sizes=[8], quiet=True)
+    alone = runner.run(axes_cfg(momentum=0.0), tmp_path / "scalar", batch_sizes=[8], quiet=True)
     for s in alone:  # each run of the axis trains as it would in a sweep of its own value
         assert s["final"]["eval_loss"] == pytest.approx(
             by_id[s["run_id"] + "-mom0"]["final"]["eval_loss"], rel=1e-5)
     stamp = {p: p.stat().st_mtime_ns for p in _summaries(out)}
-    new = sweep.run(axes_cfg(momentum=[0.0, 0.9, 0.5]), out, quiet=True)
+    new = runner.run(axes_cfg(momentum=[0.0, 0.9, 0.5]), out, quiet=True)
     assert sorted(s["run_id"] for s in new) == sorted(
         f"bs{b}-lr{lr}-seed0-mom0.5" for b in (8, 16) for lr in (0.1, 0.5))
     assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
     assert len(store.load(out)) == 12
 
 
-def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_path, capsys):
+def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_path, capsys,
+                                                                         write_config):
     path, out = write_config(tmp_path, optimizer={"name": "momentum"}), tmp_path / "o"
     assert main(["sweep", path, "optimizer.momentum=[0.0, 0.9]", "--out", str(out), "--dry-run"]) == 0
     text = capsys.readouterr().out

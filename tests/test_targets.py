@@ -9,8 +9,10 @@ import jax
 import numpy as np
 import pytest
 
-from scaling import config as config_mod, store, sweep, targets
-from scaling.targets import Reach, crossing, window_edges, window_mean
+from scaling import config as config_mod, store
+from scaling.config import targets
+from scaling.config.targets import Reach, crossing, window_edges, window_mean
+from scaling.sweep import runner
 
 
 def rows_of(values, steps=None, key="eval_loss"):
@@ -110,7 +112,7 @@ def nqm_rule_cfg(rule: str, **extra) -> config_mod.Config:
 def test_the_engine_stops_at_the_first_evaluation_that_decides_every_target(tmp_path, rule):
     extra = {"ema_decay": 0.9} if rule == "ema" else {}
     cfg = nqm_rule_cfg(rule, **extra)
-    summaries = sweep.run(cfg, tmp_path, quiet=True)
+    summaries = runner.run(cfg, tmp_path, quiet=True)
     reach = cfg.reached.reach
     completed = [s for s in summaries if s["status"] == "completed"]
     assert len(completed) >= 4
@@ -124,14 +126,14 @@ def test_the_engine_stops_at_the_first_evaluation_that_decides_every_target(tmp_
 
 
 def test_ema_closed_form_matches_the_engine_average_over_seeds(tmp_path):
-    from scaling.tasks.nqm import constant_lr_expected_loss_ema
+    from scaling.analysis.nqm_reference import constant_lr_expected_loss_ema
 
     cfg = config_mod.from_dict({
         "task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "sgd"}, "batch": {"sizes": [8]},
         "learning_rate": {"values": [0.5]}, "seeds": list(range(128)), "budget": {"max_steps": 60},
         "eval": {"every": 1, "points_per_decade": 0, "ema_decay": 0.9}, "train": {"chunk_steps": 30},
         "gns": {"enabled": False}, "parallel": ALL_RUNS})
-    sweep.run(cfg, tmp_path, quiet=True)
+    runner.run(cfg, tmp_path, quiet=True)
     curves = np.array([[r["eval_loss_ema"] for r in rec["metrics"]] for rec in store.load(tmp_path)])
     exact = constant_lr_expected_loss_ema(cfg.task.options, [0.5], 8, 60, 0.9)[0]
     tolerance = 4 * curves.std(0) / math.sqrt(len(curves)) + 1e-5 * exact

@@ -1,4 +1,4 @@
-"""`scaling train` / `scaling sweep` end to end: the run files of DESIGN.md section 6, resume."""
+"""`scaling train` / `scaling sweep` end to end: the run files of docs/results-format.md, resume."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scaling.cli import main
+from scaling.cli.main import main
 from scaling.store import load
 
 SUMMARY_KEYS = {"run_id", "status", "task", "batch_size", "learning_rate", "seed", "optimizer",

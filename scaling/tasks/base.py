@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 import jax
 import numpy as np
 
+from scaling.errors import need
+
 Batch = dict[str, jax.Array]
 Params = Any
 
@@ -39,11 +41,8 @@ class Task:
     @classmethod
     def validate(cls, cfg: Any) -> None:
         """Reject a model name or options this task cannot use (raise ConfigError)."""
-        from scaling.config import ConfigError
-
-        if cfg.model.name not in cls.models:
-            raise ConfigError(f"model.name: got {cfg.model.name!r}, expected one of "
-                              f"{', '.join(cls.models)} for task {cls.name}")
+        need(cfg.model.name in cls.models, "model.name", cfg.model.name,
+             f"one of {', '.join(cls.models)} for task {cls.name}")
 
     @classmethod
     def tokens_per_example(cls, options: Any) -> int | None:

@@ -20,8 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from scaling.errors import need
 from scaling.tasks.base import Batch, Params, Task
-from scaling.tasks.models import Transformer, accuracy, check_model_sizes, cross_entropy, read_only
+from scaling.tasks.models import (Transformer, accuracy, check_model_sizes, cross_entropy,
+                                  read_only)
 
 VOCAB_SIZE = 128
 STDLIB_DIR = os.path.dirname(os.__file__)
@@ -114,24 +116,17 @@ class CharLM(Task):
 
     @classmethod
     def validate(cls, cfg: Any) -> None:
-        from scaling.config import ConfigError
-
         super().validate(cfg)
         check_model_sizes(cfg.model, "transformer")
         o = cfg.task.options
-        if o.seq_len < 1:
-            raise ConfigError(f"task.seq_len: got {o.seq_len!r}, expected a positive integer")
-        if not 0 < o.eval_fraction < 1:
-            raise ConfigError(f"task.eval_fraction: got {o.eval_fraction!r}, expected a number "
-                              "in (0, 1)")
+        need(o.seq_len >= 1, "task.seq_len", o.seq_len, "a positive integer")
+        need(0 < o.eval_fraction < 1, "task.eval_fraction", o.eval_fraction, "a number in (0, 1)")
         available = available_chars()
-        if not 0 < o.corpus_chars <= available:
-            raise ConfigError(f"task.corpus_chars: got {o.corpus_chars!r}, expected a positive "
-                              f"integer <= {available} (the corpus size on this Python)")
-        if min(split_sizes(o)) < 1:
-            raise ConfigError(f"task.corpus_chars: got {o.corpus_chars!r}, too small for one train "
-                              f"and one eval sequence of seq_len + 1 = {o.seq_len + 1} bytes at "
-                              f"eval_fraction={o.eval_fraction}")
+        need(0 < o.corpus_chars <= available, "task.corpus_chars", o.corpus_chars,
+             f"a positive integer <= {available} (the corpus size on this Python)")
+        need(min(split_sizes(o)) >= 1, "task.corpus_chars", o.corpus_chars,
+             f"enough for one train and one eval sequence of seq_len + 1 = {o.seq_len + 1} "
+             f"bytes at eval_fraction={o.eval_fraction}")
 
     @classmethod
     def tokens_per_example(cls, options: CharLMOptions) -> int:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from scaling.errors import need
 from scaling.tasks.models import ClassifierTask, read_only
 
 NUM_IMAGES = 1797  # len(sklearn.datasets.load_digits().target); a test checks it
@@ -55,14 +56,11 @@ class Digits(ClassifierTask):
 
     @classmethod
     def validate(cls, cfg: Any) -> None:
-        from scaling.config import ConfigError
-
         super().validate(cfg)
         fraction = cfg.task.options.test_fraction
         num_train, num_test = split_sizes(fraction) if 0 < fraction < 1 else (0, 0)
-        if num_train < 1 or num_test < 1:
-            raise ConfigError(f"task.test_fraction: got {fraction!r}, expected a number in (0, 1) "
-                              f"leaving at least one of the {NUM_IMAGES} images on each side")
+        need(num_train >= 1 and num_test >= 1, "task.test_fraction", fraction,
+             f"a number in (0, 1) leaving at least one of the {NUM_IMAGES} images on each side")
 
     @classmethod
     def num_train_examples(cls, options: DigitsOptions) -> int:

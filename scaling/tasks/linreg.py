@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from scaling.errors import need
 from scaling.tasks.base import Batch, Task
 
 
@@ -35,14 +36,10 @@ class LinReg(Task):
 
     @classmethod
     def validate(cls, cfg) -> None:
-        from scaling.config import ConfigError
-
         super().validate(cfg)
         o = cfg.task.options
-        if o.dim <= 0:
-            raise ConfigError(f"task.dim: got {o.dim!r}, expected a positive integer")
-        if o.noise_std < 0:
-            raise ConfigError(f"task.noise_std: got {o.noise_std!r}, expected a number >= 0")
+        need(o.dim > 0, "task.dim", o.dim, "a positive integer")
+        need(o.noise_std >= 0, "task.noise_std", o.noise_std, "a number >= 0")
 
     def sample(self, key: jax.Array, batch_size: int) -> Batch:
         kx, ke = jax.random.split(key)

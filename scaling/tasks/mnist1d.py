@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from scaling.errors import need
 from scaling.tasks.models import ClassifierTask, read_only
 
 NUM_CLASSES = 10
@@ -69,16 +70,11 @@ class Mnist1D(ClassifierTask):
 
     @classmethod
     def validate(cls, cfg: Any) -> None:
-        from scaling.config import ConfigError
-
         super().validate(cfg)
         n, seed = cfg.task.options.num_samples, cfg.task.options.seed
-        if n < NUM_CLASSES:
-            raise ConfigError(f"task.num_samples: got {n!r}, expected an integer >= {NUM_CLASSES} "
-                              "(one per class; it is rounded down to a multiple of 10)")
-        if not 0 <= seed < 2**32:
-            raise ConfigError(f"task.seed: got {seed!r}, expected an integer in [0, 2**32) "
-                              "(numpy's seed range)")
+        need(n >= NUM_CLASSES, "task.num_samples", n, f"an integer >= {NUM_CLASSES} (one per "
+             "class; it is rounded down to a multiple of 10)")
+        need(0 <= seed < 2**32, "task.seed", seed, "an integer in [0, 2**32) (numpy's seed range)")
 
     @classmethod
     def num_train_examples(cls, options: Mnist1DOptions) -> int:

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from scaling.errors import need
 from scaling.tasks.base import Batch, Params, Task
 
 
@@ -116,23 +117,17 @@ def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def check_model_sizes(model: Any, name: str) -> None:
     """Reject network shapes that cannot be built, naming the model key (ConfigError)."""
-    from scaling.config import ConfigError
-
-    def need(ok: bool, key: str, value: Any, accepted: str) -> None:
-        if not ok:
-            raise ConfigError(f"model.{key}: got {value!r}, expected {accepted}")
-
     if name == "mlp":
-        need(all(w > 0 for w in model.hidden), "hidden", model.hidden,
+        need(all(w > 0 for w in model.hidden), "model.hidden", model.hidden,
              "a list of positive layer widths (empty for a linear model)")
     elif name == "cnn":
-        need(len(model.channels) > 0 and all(c > 0 for c in model.channels), "channels",
+        need(len(model.channels) > 0 and all(c > 0 for c in model.channels), "model.channels",
              model.channels, "a non-empty list of positive channel counts")
     elif name == "transformer":
-        need(model.d_model > 0, "d_model", model.d_model, "a positive integer")
-        need(model.num_layers > 0, "num_layers", model.num_layers, "a positive integer")
-        need(model.num_heads > 0, "num_heads", model.num_heads, "a positive integer")
-        need(model.d_model % model.num_heads == 0, "d_model", model.d_model,
+        need(model.d_model > 0, "model.d_model", model.d_model, "a positive integer")
+        need(model.num_layers > 0, "model.num_layers", model.num_layers, "a positive integer")
+        need(model.num_heads > 0, "model.num_heads", model.num_heads, "a positive integer")
+        need(model.d_model % model.num_heads == 0, "model.d_model", model.d_model,
              f"a multiple of model.num_heads={model.num_heads}")
 
 

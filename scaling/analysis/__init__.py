@@ -1,0 +1,4 @@
+"""From run folders to the numbers: `table` (runs and learning-rate curves per target),
+`curves` (noise scales near a step), `selection` (each batch size's learning rate),
+`tradeoff` (the S(B) fit), `lr_rules` (rules against the optima), `analyze` (analysis.json)
+and `nqm_reference` (the noisy quadratic model's exact answers)."""

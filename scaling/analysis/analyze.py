@@ -1,0 +1,308 @@
+"""From run folders to the numbers of the papers: steps to target, best LR, S(B) fit, B_crit.
+
+For each target: the steps each run needs under the sweep's rule for "reached" (scaling.config.targets,
+interpolated between evaluation points), each batch size's learning rate and its steps under
+the chosen selection (scaling.analysis.selection), the trade-off S(B) = S_min + E_min / B fitted in log
+space with a bootstrap interval on B_crit = E_min / S_min, the scaling regimes of Shallue et al.
+(2018) and the noise scale at the crossing; beside it, B_crit under the first crossing and the
+fewest mean steps, the definition most papers used. Then the learning-rate rules against the
+measured optima. Output: the analysis.json contract (version 2, docs/results-format.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from scaling import store
+from scaling.analysis.lr_rules import lr_rules
+from scaling.analysis.selection import Choice, choose, resampled_steps
+from scaling.analysis.table import LRCurve, lr_curves, run_table
+from scaling.analysis.tradeoff import fit_tradeoff, regimes
+from scaling.config import AnalysisConfig, ConfigError, parse_target
+from scaling.config.names import LR_SELECTIONS
+from scaling.config.targets import FIRST, RULES, Reach
+from scaling.formatting import number, text_table
+from scaling.store import finite
+
+
+def select(size_grids: list[LRCurve], how: str) -> tuple[Choice, LRCurve, int] | None:
+    """The selection over every cell of a batch size: (choice over the stacked cells, the grid
+    holding the best cell, that cell's LR index); None when no cell was reached by every seed."""
+    labels = [(g, i) for g, grid in enumerate(size_grids) for i in range(len(grid.lrs))]
+    choice = choose(_stacked(size_grids, "steps"), how)
+    if choice is None:
+        return None
+    g, i = labels[choice.best]
+    return choice, size_grids[g], i
+
+
+def _stacked(size_grids: list[LRCurve], name: str) -> np.ndarray:
+    """A field of every cell of a batch size, cells x seeds."""
+    return np.concatenate([grid.stack(name) for grid in size_grids])
+
+
+def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
+    """Vertex of the parabola in log lr through log steps at the best LR and its two neighbours;
+    None at the grid's edge, with an unreached neighbour, or when it does not open upward."""
+    if best == 0 or best == len(lrs) - 1:
+        return None
+    x, y = np.log(lrs[best - 1:best + 2]), np.asarray(steps[best - 1:best + 2], float)
+    if not np.all(np.isfinite(y)) or np.any(y <= 0):
+        return None
+    a, b, _ = np.polyfit(x, np.log(y), 2)
+    if a <= 0:
+        return None
+    return float(np.exp(np.clip(-b / (2 * a), x[0], x[2])))
+
+
+def best_point(size: int, size_grids: list[LRCurve], how: str = "min") -> dict | None:
+    """The analysis.json point for one batch size, None when no LR reached the target.
+
+    best_lr is the cell with the fewest mean steps; steps, examples and the noise scales are
+    read as the selection `how` says (scaling.analysis.selection); steps_min is that fewest mean and
+    steps_crossfit the cross-fitted steps (None with one seed), whatever `how` is, so the
+    winner's curse left in `min` can be read off.
+    """
+    picked = select(size_grids, how)
+    if picked is None:
+        return None
+    choice, grid, best = picked
+    means, lrs = grid.means(), np.array(grid.lrs)
+    edge = "low" if best == 0 else "high" if best == len(lrs) - 1 else None
+    read = lambda name: _finite_or_none(choice.mean(_stacked(size_grids, name)))
+    steps = _stacked(size_grids, "steps")
+    crossfit = choose(steps, "crossfit") if steps.shape[1] > 1 else None
+    return {"batch_size": size, "best_lr": float(lrs[best]), "hyperparameters": grid.hyperparameters,
+            "refined_lr": refine_lr(lrs, means, best), "at_edge": edge,
+            "steps": read("steps"), "steps_min": choice.naive,
+            "steps_crossfit": crossfit and crossfit.mean(steps), "examples": read("examples"),
+            "num_lrs": len(lrs),
+            "num_reached": int(np.sum(np.isfinite(means))), "num_diverged": int(sum(grid.diverged)),
+            "b_simple": read("b_simple"), "b_noise": read("b_noise")}
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------- trade-off fit with interval
+
+
+def _percentiles(samples: list[float]) -> list[float] | None:
+    return [float(v) for v in np.percentile(samples, [2.5, 97.5])] if samples else None
+
+
+def _fit_samples(sizes: np.ndarray, steps: np.ndarray) -> tuple[float, float] | None:
+    ok = np.isfinite(steps) & (steps > 0)
+    if len(np.unique(sizes[ok])) < 2:
+        return None
+    return fit_tradeoff(sizes[ok], steps[ok])
+
+
+def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
+                   rng: np.random.Generator, how: str = "min") -> list[tuple[float, float]]:
+    """Refits of S(B) on resampled data: whole seeds of each batch size (every cell keeps the
+    same draw, as the seeds share data order across learning rates) with the selection redone
+    on each draw, when there are 2 or more seeds; else the (B, steps) points themselves (needs
+    3 or more points)."""
+    if num <= 0:
+        return []
+    sizes = np.array([p["batch_size"] for p in points], float)
+    stacks = {p["batch_size"]: _stacked(grids_by_size[p["batch_size"]], "steps") for p in points}
+    if max(s.shape[1] for s in stacks.values()) < 2:
+        if len(points) < 3:
+            return []
+        steps = np.array([p["steps"] for p in points])
+        draws = (rng.integers(0, len(points), len(points)) for _ in range(num))
+        fits = (_fit_samples(sizes[i], steps[i]) for i in draws)
+        return [f for f in fits if f is not None]
+    best = np.empty((len(points), num))
+    for row, p in enumerate(points):
+        steps = stacks[p["batch_size"]]
+        draws = rng.integers(0, steps.shape[1], (num, steps.shape[1]))
+        best[row] = resampled_steps(steps, how, draws)
+    fits = (_fit_samples(sizes, best[:, k]) for k in range(num))
+    return [f for f in fits if f is not None]
+
+
+def fit_with_interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
+                      rng: np.random.Generator, how: str = "min") -> dict | None:
+    """The analysis.json "fit" object, None with fewer than 2 batch sizes reaching the target."""
+    if len(points) < 2:
+        return None
+    sizes = np.array([p["batch_size"] for p in points], float)
+    steps = np.array([p["steps"] for p in points])
+    s_min, e_min = fit_tradeoff(sizes, steps)
+    residual = np.log(s_min + e_min / sizes) - np.log(steps)
+    samples = bootstrap_fits(grids_by_size, points, num, rng, how)
+    return {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min,
+            "s_min_ci": _percentiles([s for s, _ in samples]),
+            "e_min_ci": _percentiles([e for _, e in samples]),
+            "b_crit_ci": _percentiles([e / s for s, e in samples]),
+            "num_points": len(points), "rms_log_residual": float(np.sqrt(np.mean(residual**2))),
+            "bootstrap": len(samples)}
+
+
+# ---------------------------------------------------------------- regimes and noise scale
+
+
+def median_positive(values: list[float | None]) -> float | None:
+    """Median of the positive values, None when there are none: one batch size's estimate can be
+    far off (a few noisy measurements near its crossing) without moving the summary."""
+    kept = [v for v in values if v is not None and v > 0]
+    return float(np.median(kept)) if kept else None
+
+
+# ---------------------------------------------------------------- whole sweep
+
+
+def _sweep_yaml(out: Path) -> dict:
+    path = out / "sweep.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def _check_metrics(records: list[dict], targets: list[str], reach: Reach) -> None:
+    recorded = {k for rec in records for row in rec["metrics"] for k, v in row.items() if finite(v)}
+    for name in targets:
+        column = reach.column(parse_target(name)[0])
+        if column not in recorded:
+            why = " (rule ema reads the moving average's metrics: train with eval.ema_decay)" \
+                if reach.rule == "ema" else ""
+            raise ConfigError(f"targets: {name!r} needs {column!r}, which no run in this folder "
+                              f"recorded{why}; expected one of {', '.join(sorted(recorded))}")
+
+
+def _sweep_section(out: Path, cfg: dict, records: list[dict], table: list[dict]) -> dict:
+    tokens = any(finite(row.get("tokens")) for rec in records for row in rec["metrics"])
+    first = records[0]["summary"]
+    return {"name": cfg.get("name", out.name),
+            "task": (cfg.get("task") or {}).get("name", first.get("task")),
+            "optimizer": (cfg.get("optimizer") or {}).get("name", first.get("optimizer")),
+            "unit": "tokens" if tokens else "examples",
+            "batch_sizes": sorted({r["batch_size"] for r in table}),
+            "learning_rates": sorted({r["learning_rate"] for r in table}),
+            "seeds": sorted({r["seed"] for r in table}), "num_runs": len(table),
+            "statuses": dict(Counter(r["status"] for r in table))}
+
+
+def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator, how: str,
+           key: str) -> tuple[list[dict], dict[int, list[LRCurve]], list[dict], dict | None]:
+    """(points, grids, timed points, fit) of one target with steps read from `key`."""
+    by_size = lr_curves(table, name, key)
+    points = [p for size, g in by_size.items() if (p := best_point(size, g, how)) is not None]
+    timed = [p for p in points if p["steps"] > 0]  # a target met at step 0 says nothing on S(B)
+    return points, by_size, timed, fit_with_interval(by_size, timed, bootstrap, rng, how)
+
+
+def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator,
+                   how: str = "min") -> tuple[dict, dict[int, LRCurve]]:
+    """One entry of analysis.json "targets", and per batch size the grid holding its best cell
+    (the learning-rate curve the rules are read on)."""
+    metric, op, value = parse_target(name)
+    points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target")
+    first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing")
+    b_simple = median_positive([p["b_simple"] for p in points])
+    ci = fit and fit["b_crit_ci"]
+    first_b = first_fit and first_fit["b_crit"]
+    entry = {"name": name, "metric": metric, "op": op, "value": value, "points": points,
+             "unreached_batch_sizes": [s for s, g in by_size.items() if select(g, how) is None],
+             "fit": fit, "s_min": fit and fit["s_min"], "e_min": fit and fit["e_min"],
+             "b_crit": fit and fit["b_crit"], "b_crit_ci": ci,
+             "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
+             "b_simple": b_simple, "b_noise": median_positive([p["b_noise"] for p in points]),
+             "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
+             "first_crossing": {
+                 "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
+                 "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
+                 "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])}}
+    chosen = {size: picked[1] for size, g in by_size.items() if (picked := select(g, how))}
+    return entry, chosen
+
+
+def sweep_reading(out: Path) -> Reach:
+    """The rule a sweep folder ran with (sweep.yaml); one written before the rules existed has
+    no `reached` section, and its runs stopped at the first crossing."""
+    section = _sweep_yaml(Path(out)).get("reached")
+    return Reach(**section) if section else FIRST
+
+
+def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, str]:
+    """The rule and selection to analyse with: as given, else the sweep's own."""
+    cfg = _sweep_yaml(out)
+    if reach is None:
+        reach = sweep_reading(out)
+    how = how or (cfg.get("analysis") or {}).get("lr_selection") or AnalysisConfig.lr_selection
+    if reach.rule not in RULES:
+        raise ConfigError(f"reached.rule: got {reach.rule!r}, expected one of {', '.join(RULES)}")
+    if not reach.window > 1:
+        raise ConfigError(f"reached.window: got {reach.window!r}, expected a number > 1")
+    if how not in LR_SELECTIONS:
+        raise ConfigError(f"lr_selection: got {how!r}, expected one of {', '.join(LR_SELECTIONS)}")
+    return reach, how
+
+
+def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
+            seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None) -> dict:
+    """Read the finished runs in `out` and return the analysis.json dict (version 2).
+
+    `reach` and `lr_selection` default to the sweep's (sweep.yaml). The learning-rate rules
+    are judged at the first target that some batch size reached.
+    """
+    out = Path(out)
+    if bootstrap < 0:
+        raise ConfigError(f"bootstrap: got {bootstrap!r}, expected a non-negative integer")
+    records = store.load(out)
+    if not records:
+        raise ConfigError(f"{out}: holds no finished runs (no runs/*/summary.json); "
+                          "expected the --out folder of a sweep")
+    cfg = _sweep_yaml(out)
+    reach, how = _reading(out, reach, lr_selection)
+    targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
+    if not targets:
+        raise ConfigError(f"targets: {out} names none; expected at least one, e.g. eval_loss<=1.0")
+    _check_metrics(records, targets, reach)
+    table = run_table(records, targets, reach)
+    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
+               for i, t in enumerate(targets)]
+    rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
+    runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
+                               "status", "steps_to_target", "examples_to_target")} for r in table]
+    return {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
+            "reached": {"rule": reach.rule, "window": reach.window,
+                        "definition": reach.describe()},
+            "lr_selection": how, "primary_target": targets[0], "runs": runs,
+            "targets": [e for e, _ in results],
+            "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids)}
+
+
+def write(out: str | Path, analysis: dict) -> Path:
+    """Write <out>/analysis.json atomically (non-finite numbers become null)."""
+    path = Path(out) / "analysis.json"
+    store.write_json(path, analysis)
+    return path
+
+
+def summary_table(analysis: dict) -> str:
+    """Plain-text digest for the terminal: best LR and steps per batch size, then the fit."""
+    lines = [f"reached: {analysis['reached']['definition']}; learning rate: "
+             f"{analysis['lr_selection']}"]
+    for t in analysis["targets"]:
+        rows = [[p["batch_size"], p["best_lr"], p["at_edge"] or "", p["steps"], p["examples"]]
+                for p in t["points"]]
+        table = text_table(["batch", "best lr", "edge", "steps", "examples"], rows)
+        lines += [f"target {t['name']}"] + ["  " + line for line in table.splitlines()]
+        if t["unreached_batch_sizes"]:
+            lines.append(f"  not reached at B = {', '.join(map(str, t['unreached_batch_sizes']))}")
+        ci = t["b_crit_ci"]
+        ci_text = f" [{number(ci[0], 4)}, {number(ci[1], 4)}]" if ci else ""
+        lines.append(f"  S_min {number(t['s_min'], 4)} steps, E_min {number(t['e_min'], 4)} examples, "
+                     f"B_crit {number(t['b_crit'], 4)}{ci_text}, B_simple {number(t['b_simple'], 4)}; "
+                     f"first crossing: B_crit {number(t['first_crossing']['b_crit'], 4)}")
+    if analysis["lr_rules"]:
+        lines.append(analysis["lr_rules"]["summary"])
+    return "\n".join(lines)

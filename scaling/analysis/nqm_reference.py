@@ -1,0 +1,116 @@
+"""The noisy quadratic model's closed form: expected loss, noise scales and the fewest steps to
+a target, exact for SGD, so the sweep's measured B_crit can be checked against ground truth.
+
+With per-coordinate curvature h_i and noise variance c_i (scaling.tasks.nqm), SGD at learning
+rate lr and batch B moves each coordinate's mean by (1 - lr h_i) per step and its variance by
+(1 - lr h_i)^2 plus lr^2 c_i / B (Zhang et al. 2019).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scaling.config.targets import first_crossing
+from scaling.tasks.nqm import NQMOptions, spectra
+
+
+def expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int) -> np.ndarray:
+    """Exact E[L] after 0, 1, ..., len(lrs) SGD steps with step sizes `lrs` at batch `batch_size`."""
+    h, c = spectra(options)
+    mean = np.full_like(h, options.init_scale)
+    var = np.zeros_like(h)
+    out = np.empty(len(lrs) + 1)
+    out[0] = 0.5 * np.sum(h * mean**2)
+    for t, lr in enumerate(lrs):
+        shrink = 1.0 - lr * h
+        mean = shrink * mean
+        var = shrink**2 * var + lr**2 * c / batch_size
+        out[t + 1] = 0.5 * np.sum(h * (mean**2 + var))
+    return out
+
+
+def constant_lr_expected_loss_ema(options: NQMOptions, lrs: np.ndarray, batch_size: int,
+                                  steps: int, decay: float) -> np.ndarray:
+    """Exact E[L] of the bias-corrected moving average of the SGD iterates at each constant lr,
+    shape (len(lrs), steps + 1): the engine's eval.ema_decay, m_t = decay m_(t-1) + (1 - decay)
+    theta_t from m_0 = 0, evaluated at m_t / (1 - decay^t) (theta_0 at t = 0).
+
+    Per coordinate the pair (theta, m) evolves linearly with independent noise, so its means,
+    variances and covariance follow exactly, step by step, for all learning rates at once.
+    """
+    h, c = spectra(options)
+    lr = np.asarray(lrs, np.float64)[:, None]
+    shrink = 1.0 - lr * h
+    mean_t = np.full(shrink.shape, options.init_scale)
+    mean_m, var_t, cov, var_m = (np.zeros(shrink.shape) for _ in range(4))
+    out = np.empty((len(lr), steps + 1))
+    out[:, 0] = 0.5 * np.sum(h * mean_t**2, axis=1)
+    for t in range(1, steps + 1):
+        mean_t = shrink * mean_t
+        var_m = decay**2 * var_m + 2 * decay * (1 - decay) * shrink * cov  # the old cov
+        var_t = shrink**2 * var_t + lr**2 * c / batch_size
+        cov = decay * shrink * cov + (1 - decay) * var_t
+        var_m = var_m + (1 - decay) ** 2 * var_t
+        mean_m = decay * mean_m + (1 - decay) * mean_t
+        out[:, t] = 0.5 * np.sum(h * (mean_m**2 + var_m), axis=1) / (1.0 - decay**t) ** 2
+    return out
+
+
+def noise_scales(options: NQMOptions, params: np.ndarray) -> dict[str, float]:
+    """Exact B_simple = tr(Sigma)/|G|^2, B_noise = tr(H Sigma)/(G^T H G), eps_max at `params`."""
+    h, c = spectra(options)
+    g = h * np.asarray(params, np.float64)
+    g2, ghg = float(np.sum(g**2)), float(np.sum(h * g**2))
+    return {"g2": g2, "trace_sigma": float(np.sum(c)), "b_simple": float(np.sum(c)) / g2,
+            "b_noise": float(np.sum(h * c)) / ghg, "eps_max": g2 / ghg}
+
+
+def constant_lr_expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int,
+                              steps: int | np.ndarray) -> np.ndarray:
+    """E[L] after t SGD steps at each constant lr, shape (len(lrs), len(t)), for t = 0..steps
+    (or the given array of t): the recursion of `expected_loss` summed in closed form (mean
+    (1 - lr h)^t, variance lr^2 c / B times a geometric sum), one array expression for all."""
+    h, c = spectra(options)
+    t = np.arange(steps + 1) if np.ndim(steps) == 0 else np.asarray(steps)
+    lr = np.asarray(lrs, np.float64)[:, None, None]
+    r = 1.0 - lr * h
+    r2t = r ** (2 * t[None, :, None])
+    var = lr**2 * c / batch_size * (1.0 - r2t) / (1.0 - r**2)
+    return 0.5 * np.sum(h * (options.init_scale**2 * r2t + var), axis=2)
+
+
+def _first_crossing(options: NQMOptions, lr: float, batch_size: int, target: float,
+                    steps: int) -> float | None:
+    """First t (interpolated between integer steps) with E[L] <= target, None within `steps`.
+
+    A coarse log-spaced scan (each expected-loss term is monotone in t, so the curve is smooth)
+    finds the bracket; integer steps inside it give the crossing exactly as the rule `first`
+    reads a run evaluated at every step.
+    """
+    coarse = np.unique(np.geomspace(1, steps, 400).astype(int))
+    met = np.nonzero(constant_lr_expected_loss(options, [lr], batch_size, coarse)[0] <= target)[0]
+    if met.size == 0:
+        return None
+    hi = int(coarse[met[0]])
+    lo = int(coarse[met[0] - 1]) if met[0] > 0 else 0
+    t = np.arange(lo, hi + 1)
+    curve = constant_lr_expected_loss(options, [lr], batch_size, t)[0]
+    return first_crossing(t, curve, "<=", target)
+
+
+def optimal_steps_to_target(options: NQMOptions, batch_sizes: list[int], target: float,
+                            lrs: np.ndarray, steps: int,
+                            ema_decay: float | None = None) -> list[float | None]:
+    """Per batch size, the fewest expected steps to E[L] <= target over the constant `lrs`
+    (interpolated like the analysis does): the exact answer a tuned sweep should approach. With
+    `ema_decay`, the expected loss of the parameters' moving average instead."""
+    best = []
+    for size in batch_sizes:
+        if ema_decay is None:
+            reached = [_first_crossing(options, float(lr), size, target, steps) for lr in lrs]
+        else:
+            curves = constant_lr_expected_loss_ema(options, lrs, size, steps, ema_decay)
+            reached = [first_crossing(np.arange(steps + 1), c, "<=", target) for c in curves]
+        reached = [s for s in reached if s is not None]
+        best.append(min(reached) if reached else None)
+    return best

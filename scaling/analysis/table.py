@@ -1,0 +1,113 @@
+"""Runs as the analysis reads them: one entry per run with its steps, examples and noise scales
+at each target, and per batch size the learning-rate curves (LRCurve) those entries make."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaling.analysis.curves import b_noise_at, b_simple_at
+from scaling.analysis.selection import cell_means
+from scaling.config import AXES
+from scaling.config.targets import FIRST, Reach, crossing
+from scaling.store import examples_at
+
+
+@dataclass
+class LRCurve:
+    """One batch size at one target and one combination of the optimizer scalars that are grid
+    axes: per grid LR (ascending), the per-seed values, seeds aligned across every grid of the
+    batch size (NaN: not reached, or no such run)."""
+
+    lrs: list[float] = field(default_factory=list)
+    steps: list[np.ndarray] = field(default_factory=list)
+    examples: list[np.ndarray] = field(default_factory=list)
+    b_simple: list[np.ndarray] = field(default_factory=list)
+    b_noise: list[np.ndarray] = field(default_factory=list)
+    diverged: list[bool] = field(default_factory=list)
+    hyperparameters: dict[str, float] = field(default_factory=dict)  # list-valued axes only
+
+    def means(self) -> np.ndarray:
+        """Mean steps over seeds per LR; NaN unless every seed reached the target."""
+        return cell_means(self.stack("steps"))
+
+    def stack(self, name: str) -> np.ndarray:
+        """One of the per-LR fields as an array, LRs x seeds."""
+        return np.array(getattr(self, name), float).reshape(len(self.lrs), -1)
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def varying_hyperparameters(records: list[dict]) -> list[str]:
+    """Optimizer scalars (config.AXES) that take more than one value across the runs."""
+    values: dict[str, set] = {k: set() for k in AXES}
+    for rec in records:
+        for key in AXES:
+            values[key].add((rec["config"].get("optimizer") or {}).get(key))
+    return [k for k in AXES if len(values[k]) > 1]
+
+
+def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST) -> list[dict]:
+    """One entry per run: identity, status and the interpolated steps/examples/noise per target
+    under `reach`, and the first crossing beside it."""
+    table, axes = [], varying_hyperparameters(records)
+    for rec in records:
+        cfg, rows = rec["config"], rec["metrics"]
+        entry = {"run_id": rec["run_id"], "batch_size": int(cfg["batch_size"]),
+                 "learning_rate": float(cfg["learning_rate"]), "seed": int(cfg["seed"]),
+                 "hyperparameters": {k: cfg["optimizer"][k] for k in axes},
+                 "status": rec["summary"].get("status"), "steps_to_target": {},
+                 "examples_to_target": {}, "b_simple": {}, "b_noise": {}, "first_crossing": {}}
+        for name in targets:
+            diverged = entry["status"] == "diverged"
+            step = None if diverged else crossing(rows, name, reach)
+            entry["steps_to_target"][name] = step
+            entry["first_crossing"][name] = None if diverged else crossing(rows, name, FIRST)
+            entry["examples_to_target"][name] = (
+                None if step is None else examples_at(rows, step, entry["batch_size"]))
+            entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
+            entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
+        table.append(entry)
+    return table
+
+
+def lr_curves(table: list[dict], target: str, key: str = "steps_to_target") -> dict[int, list[LRCurve]]:
+    """Per batch size, one LRCurve per combination of the optimizer scalars that are grid axes (a
+    single one without such axes): the runs by learning rate, seeds aligned, for one target.
+    `key` names the steps to read: steps_to_target (the sweep's rule) or first_crossing; with
+    first_crossing, examples and noise scales are not read."""
+    cells: dict[int, dict[tuple, dict[float, dict[int, dict]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(dict)))
+    for run in table:
+        combo = tuple(sorted(run["hyperparameters"].items()))
+        cells[run["batch_size"]][combo][run["learning_rate"]][run["seed"]] = run
+    out = {}
+    for size, combos in sorted(cells.items()):
+        seeds = sorted({s for by_lr in combos.values() for runs in by_lr.values() for s in runs})
+        out[size] = [_lr_curve(by_lr, dict(combo), target, seeds, key)
+                     for combo, by_lr in sorted(combos.items())]
+    return out
+
+
+def _lr_curve(by_lr: dict[float, dict[int, dict]], hyperparameters: dict, target: str,
+          seeds: list[int], key: str) -> LRCurve:
+    grid = LRCurve(hyperparameters=hyperparameters)
+    own = key == "steps_to_target"
+    for lr in sorted(by_lr):
+        runs = [by_lr[lr].get(seed) for seed in seeds]
+        read = lambda field, ok=True: np.array(
+            [_nan(r[field][target]) if r is not None and ok else math.nan for r in runs])
+        grid.lrs.append(lr)
+        grid.steps.append(read(key))
+        grid.examples.append(read("examples_to_target", own))
+        grid.b_simple.append(read("b_simple", own))
+        grid.b_noise.append(read("b_noise", own))
+        grid.diverged.append(any(r is not None and r["status"] == "diverged" for r in runs))
+    return grid
+
+

@@ -1,0 +1,46 @@
+"""`scaling analyze`: fits, figures and report.md for a results folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from scaling import store
+from scaling.analysis.analyze import analyze, summary_table, sweep_reading, write as write_analysis
+from scaling.cli.parser import UsageError
+from scaling.config.targets import Reach
+from scaling.report import figures, markdown
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    if not (out / "runs").is_dir():
+        raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
+                         "--out folder of scaling sweep or scaling train")
+    reach = None
+    if args.rule is not None or args.window is not None:
+        own = sweep_reading(out)
+        reach = Reach(args.rule or own.rule, args.window or own.window)
+    return analyze_folder(out, args.targets, args.bootstrap, args.json, args.quiet, reach,
+                    args.lr_selection)
+
+
+def analyze_folder(out: Any, targets: list[str] | None, bootstrap: int, as_json: bool,
+             quiet: bool, reach: Any = None, lr_selection: str | None = None) -> int:
+    """Analyse, draw, report; file locations go to stderr under --json so stdout stays JSON."""
+    result = analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection)
+    records = store.load(out)
+    written = [write_analysis(out, result)]
+    drawn = figures.write_all(result, records, out / "figures")
+    written += drawn + [markdown.write(out, result, drawn)]
+    if as_json:
+        print(json.dumps(result, indent=2))
+    elif not quiet:
+        print(summary_table(result))
+    where = sys.stderr if as_json else sys.stdout
+    for path in written:
+        print(f"wrote {path}", file=where)
+    return 0

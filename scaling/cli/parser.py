@@ -1,0 +1,205 @@
+"""The `scaling` command line: every subcommand's arguments, checked as they are parsed.
+
+Only argparse and jax-free modules are imported here, so `scaling plan` and `scaling --help`
+start at once; what a subcommand runs lives in its own module (scaling.cli.main dispatches).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+from scaling.config.names import LR_SELECTIONS, SCHEDULES
+from scaling.config.targets import RULES
+from scaling.errors import ConfigError
+from scaling.sweep.grid import parse_shard
+
+
+class UsageError(Exception):
+    """Bad command-line input; main prints it as one line and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so errors are one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value <= 0:
+            noun = "integer" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"got {text!r}, expected a positive {noun}")
+        return value
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number with 0 <= x < 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a non-negative integer")
+    return int(text)
+
+
+def _window(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number > 1")
+    return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard: ")) from None
+
+
+# ---------------------------------------------------------------- the subcommands
+
+CALCULATOR = ("examples", "batch_size", "epochs", "steps", "max_examples", "max_tokens", "tokens",
+              "tokens_per_example", "drop_last", "warmup_fraction", "warmup_steps",
+              "accumulation", "data_shards", "schedule", "lr_ref", "batch_ref")
+
+
+def add_plan(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan", help="steps, epochs, examples, tokens and warnings per batch size; no compute",
+        description="Run arithmetic for a sweep config, or for numbers given as options "
+                    "(the calculator: scaling plan --examples 800 --batch-size 8 --epochs 3).")
+    p.add_argument("config", nargs="?", help="sweep config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--json", action="store_true", help="print a JSON array, one object per batch")
+    c = p.add_argument_group("calculator (instead of a config)")
+    c.add_argument("--examples", type=_positive(int), help="training-set size (omit: sampled data)")
+    c.add_argument("--batch-size", type=_positive(int), action="append", help="repeatable")
+    c.add_argument("--epochs", type=_positive(float), help="epoch budget (may be fractional)")
+    c.add_argument("--steps", type=_positive(int), help="step budget")
+    c.add_argument("--max-examples", type=_positive(int), help="example budget")
+    c.add_argument("--max-tokens", type=_positive(int), help="token budget")
+    c.add_argument("--tokens", type=_positive(int), help="tokens in the whole training set")
+    c.add_argument("--tokens-per-example", type=_positive(float))
+    c.add_argument("--drop-last", action="store_true", help="drop each epoch's partial batch")
+    c.add_argument("--warmup-fraction", type=_fraction, help="warm-up as a share of the run")
+    c.add_argument("--warmup-steps", type=_non_negative_int, help="fixed warm-up (discouraged)")
+    c.add_argument("--accumulation", type=_positive(int), help="gradient-accumulation steps")
+    c.add_argument("--data-shards", type=_positive(int), help="data-parallel devices")
+    c.add_argument("--schedule", choices=SCHEDULES)
+    c.add_argument("--lr-ref", type=_positive(float), help="learning rate at --batch-ref")
+    c.add_argument("--batch-ref", type=_positive(int), help="reference batch size for lr rules")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="sweep config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--out", help="results folder (default: runs/<config name>)")
+    p.add_argument("--force", action="store_true", help="write into a folder made by another config")
+    p.add_argument("--quiet", action="store_true", help="no progress (logs, CI); errors and the "
+                   "end table still print")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the runs, their groups and the plan; train and write nothing")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="train only shard I of N (0-based), e.g. one per host or job-array task")
+
+
+def add_train(sub: Any) -> None:
+    p = sub.add_parser(
+        "train", help="train one batch size's runs (its learning rates x seeds) as vmapped groups",
+        description="Train the runs of one batch size of a config and write the run files "
+                    "(config.json, metrics.jsonl, summary.json) under OUT/runs/.")
+    _add_run_options(p)
+    p.add_argument("--batch-size", type=_positive(int),
+                   help="which of the config's batch sizes (needed when it lists several)")
+
+
+def add_sweep(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep", help="train the whole grid: batch sizes x learning rates x seeds",
+        description="Train every unfinished run of a config's grid into OUT/runs/; running it "
+                    "again skips finished runs (resume) and runs only new grid points (extend).")
+    _add_run_options(p)
+    p.add_argument("--no-analyze", action="store_true",
+                   help="skip the analysis, figures and report.md that follow a complete sweep")
+    s = p.add_argument_group("launcher (scaling.sweep.launch; slurm needs pip install 'scaling[slurm]')")
+    s.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                   help="local: train here (default); slurm: submit one job array of shards")
+    s.add_argument("--jobs", type=_positive(int),
+                   help="job-array tasks, one shard each (default: one per group, at most 16)")
+    s.add_argument("--nodes", type=_positive(int), help="nodes per task (default 1); a task's "
+                   "processes, one per node, train its shard together through jax.distributed")
+    s.add_argument("--partition", help="SLURM partition (default: the cluster's)")
+    s.add_argument("--time", type=_positive(int), help="minutes per task (default 60); a task "
+                   "that runs out resumes when the same command is submitted again")
+    s.add_argument("--gpus-per-task", type=_positive(int), help="GPUs on each node of a task")
+    s.add_argument("--cpus-per-task", type=_positive(int))
+    s.add_argument("--mem", type=_positive(float), help="GB of memory on each node of a task")
+    s.add_argument("--slurm-folder", help="submitit's logs and pickles (default: OUT/slurm)")
+    s.add_argument("--wait", action="store_true",
+                   help="wait for every task, then print the end table and analyse")
+    p.set_defaults(batch_size=None)
+
+
+def add_analyze(sub: Any) -> None:
+    p = sub.add_parser(
+        "analyze", help="fits, figures and report.md for a results folder",
+        description="Steps to target, best learning rates, trade-off fits with bootstrap "
+                    "intervals and the LR-rule comparison of a sweep's finished runs; writes "
+                    "DIR/analysis.json, DIR/figures/*.png and DIR/report.md.")
+    p.add_argument("dir", help="results folder (holds sweep.yaml and runs/)")
+    p.add_argument("--targets", nargs="+", action="extend", metavar="T",
+                   help="targets to analyse, e.g. eval_loss<=0.5 (default: the config's)")
+    p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
+                   help="bootstrap resamples for the confidence intervals (default 1000)")
+    p.add_argument("--rule", choices=RULES,
+                   help="when a run has reached a target (default: the sweep's reached.rule)")
+    p.add_argument("--window", type=_window, help="window factor of rules sustained and "
+                   "smoothed (default: the sweep's reached.window)")
+    p.add_argument("--lr-selection", choices=LR_SELECTIONS,
+                   help="each batch size's learning rate and steps (default: the sweep's "
+                        "analysis.lr_selection)")
+    p.add_argument("--json", action="store_true", help="print analysis.json instead of the table")
+    p.add_argument("--quiet", action="store_true", help="print only where the files are")
+
+
+def add_gns(sub: Any) -> None:
+    p = sub.add_parser(
+        "gns", help="train one run with the noise-scale estimator; B_simple vs training loss",
+        description="Train one run (the config's first batch size and learning rate unless "
+                    "given), print B_simple (and B_noise, Adam's B_simple where enabled) against "
+                    "the training loss at each evaluation point, write the run files under "
+                    "OUT/runs/ and OUT/noise_vs_loss.png.")
+    p.add_argument("config", help="config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--batch-size", type=_positive(int), help="default: the config's first")
+    p.add_argument("--lr", type=_positive(float), help="default: the config's first for that batch")
+    p.add_argument("--out", help="results folder (default: runs/<config name>-gns)")
+    p.add_argument("--force", action="store_true", help="write into a folder made by another config")
+    p.add_argument("--quiet", action="store_true", help="no progress; the table still prints")
+
+
+SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="scaling", description="Large-batch scaling experiments in JAX.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser

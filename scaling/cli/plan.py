@@ -1,0 +1,54 @@
+"""`scaling plan`: the run arithmetic of a config, or of numbers given as options; no compute."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from scaling.cli.parser import CALCULATOR, UsageError
+from scaling.config import load
+from scaling.sweep.plan import calculate, for_config, format_table, sweep_warnings
+
+
+def _calculator_rows(args: argparse.Namespace) -> list[Any]:
+    if not args.batch_size:
+        raise UsageError("--batch-size: missing; give a CONFIG or at least one --batch-size")
+    if (args.lr_ref is None) != (args.batch_ref is None):
+        raise UsageError("--lr-ref and --batch-ref: give both or neither")
+    return [calculate(
+        args.examples, size, epochs=args.epochs, max_steps=args.steps,
+        max_examples=args.max_examples, max_tokens=args.max_tokens, drop_last=args.drop_last,
+        warmup_fraction=args.warmup_fraction or 0.0, warmup_steps=args.warmup_steps,
+        tokens=args.tokens, tokens_per_example=args.tokens_per_example,
+        accumulation=args.accumulation or 1, data_shards=args.data_shards or 1,
+        schedule=args.schedule or "constant", batch_ref=args.batch_ref, lr_ref=args.lr_ref)
+        for size in args.batch_size]
+
+
+def _config_rows(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    used = [f"--{k.replace('_', '-')}" for k in CALCULATOR if getattr(args, k) not in (None, False)]
+    if used:
+        raise UsageError(f"{used[0]}: a calculator option; give a CONFIG (and section.key=value "
+                         "overrides) or calculator options, not both")
+    cfg = load(args.config, args.overrides)
+    shards = cfg.parallel.data or 1
+    return [for_config(cfg, size, shards) for size in cfg.batch.sizes], sweep_warnings(cfg)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the plan; sweep-level warnings go to stderr under --json so stdout stays JSON."""
+    if args.config is None:
+        if args.overrides:
+            raise UsageError(f"{args.overrides[0]}: overrides need a CONFIG")
+        rows, sweep = _calculator_rows(args), []
+    else:
+        rows, sweep = _config_rows(args)
+    if args.json:
+        print(json.dumps([row.to_dict() for row in rows], indent=2))
+    else:
+        print(format_table(rows))
+    for warning in sweep:
+        print(f"warning: {warning}", file=sys.stderr if args.json else sys.stdout)
+    return 0

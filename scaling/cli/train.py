@@ -1,0 +1,119 @@
+"""`scaling train` and `scaling sweep`: train here, or submit the shards as a SLURM job array."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from scaling.cli.analyze import analyze_folder
+from scaling.cli.main import main
+from scaling.cli.parser import UsageError
+from scaling.config import Config, ConfigError, load
+from scaling.sweep import launch, runner
+from scaling.train.mesh import is_leader, maybe_initialize_distributed
+
+# Options that mean something only to the slurm launcher (argparse dest -> flag).
+SLURM_ONLY = {"jobs": "--jobs", "nodes": "--nodes", "partition": "--partition", "time": "--time",
+              "gpus_per_task": "--gpus-per-task", "cpus_per_task": "--cpus-per-task",
+              "mem": "--mem", "slurm_folder": "--slurm-folder", "wait": "--wait"}
+
+
+def run_train(args: argparse.Namespace) -> int:
+    cfg = load(args.config, args.overrides)
+    if args.batch_size is None and len(cfg.batch.sizes) > 1:
+        raise UsageError(f"--batch-size: missing; the config lists batch sizes {cfg.batch.sizes}, "
+                         "train runs one of them (scaling sweep runs them all)")
+    return _run(cfg, args, [args.batch_size or cfg.batch.sizes[0]])
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """Train the grid (or submit it: --launcher slurm), then analyse unless --no-analyze/--shard."""
+    check_launcher_options(args)
+    cfg = load(args.config, args.overrides)
+    if args.launcher == "slurm":
+        out = _out(cfg, args)
+        return submit_sweep(cfg, args, out,
+                            lambda: analyze_folder(Path(out), None, 1000, False, args.quiet))
+    status = _run(cfg, args, None)
+    if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
+        if args.shard is not None and not args.dry_run:
+            print(f"shard done; once every shard is, run: scaling analyze {_out(cfg, args)}")
+        return status
+    print()
+    return analyze_folder(Path(_out(cfg, args)), None, 1000, False, args.quiet)
+
+
+def _out(cfg: Any, args: argparse.Namespace) -> str:
+    return args.out or f"runs/{cfg.name}"
+
+
+def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> int:
+    """Train (or, with --dry-run, only describe), then print the end table per batch size."""
+    maybe_initialize_distributed()
+    out = _out(cfg, args)
+    prepared = runner.prepare(cfg, out, batch_sizes, args.force, args.shard)
+    if args.dry_run:
+        print(runner.describe(prepared))
+        return 0
+    summaries = runner.run(cfg, out, batch_sizes, args.force, args.quiet, args.shard)
+    if is_leader():
+        if not summaries:
+            print(f"nothing to do: every run is already finished in {out}")
+        print(runner.final_table(prepared))
+    return 0
+
+
+# ---------------------------------------------------------------- --launcher slurm
+
+
+def check_launcher_options(args: argparse.Namespace) -> None:
+    """Refuse launcher options that would be ignored, and a missing submitit, before any compute."""
+    if args.launcher == "local":
+        given = [flag for dest, flag in SLURM_ONLY.items() if getattr(args, dest) not in (None, False)]
+        if given:
+            raise ConfigError(f"{given[0]}: an option of --launcher slurm; add --launcher slurm "
+                              "or leave it out")
+        return
+    if args.shard is not None:
+        raise ConfigError("--shard: --launcher slurm makes the shards itself (one per task, "
+                          "--jobs N); give --jobs instead")
+    launch.import_submitit()
+
+
+def submit_sweep(cfg: Config, args: argparse.Namespace, out: str, analyze: Callable[[], int]) -> int:
+    """Validate the whole grid, submit the job array, and with --wait wait and then `analyze`."""
+
+    prepared = runner.prepare(cfg, out, None, args.force, None)
+    jobs = launch.task_count(args.jobs, len(prepared.units))
+    if args.jobs is not None and jobs < args.jobs:
+        print(f"note: --jobs {args.jobs}: the grid has {jobs} groups; submitting {jobs} tasks")
+    folder = Path(args.slurm_folder or Path(out) / "slurm")
+    argvs = launch.shard_argvs(args.config, args.overrides, Path(out), jobs, args.force)
+    if args.dry_run:
+        print(runner.describe(prepared))
+        print(f"\n--launcher slurm: would submit {jobs} tasks (shards 0/{jobs} .. {jobs - 1}/{jobs}), "
+              f"logs in {folder}")
+        return 0
+    res = launch.Resources(args.time or launch.DEFAULT_TIME_MIN, args.nodes or 1, args.partition,
+                    args.gpus_per_task, args.cpus_per_task, args.mem)
+    submitted = launch.submit(launch.make_executor(folder, f"scaling-{cfg.name}", res), main, argvs,
+                              res.nodes)
+    print(f"submitted {len(submitted)} tasks (job ids {', '.join(j.job_id for j in submitted)}); "
+          f"logs in {folder}")
+    if not args.wait:
+        print(f"once every task is done, run: scaling analyze {out}")
+        return 0
+    failed = launch.wait(submitted)
+    for line in failed:
+        print(line, file=sys.stderr)
+    print(runner.final_table(prepared))
+    if failed:
+        print(f"{len(failed)} of {len(submitted)} tasks failed; rerun the same command to resume",
+              file=sys.stderr)
+        return 1
+    if args.no_analyze:
+        return 0
+    print()
+    return analyze()

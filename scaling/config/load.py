@@ -1,0 +1,177 @@
+"""YAML in, typed Config out: coercion with messages that name the key, `section.key=value`
+overrides, and the plain-data forms written beside the results."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scaling.config.schema import Config, TaskConfig
+from scaling.config.validate import validate
+from scaling.errors import ConfigError
+from scaling.tasks import TASKS, task_class
+
+
+class _YAMLLoader(yaml.SafeLoader):
+    """safe_load that reads 1e-3 as a float, as YAML 1.2 does (PyYAML alone gives the string)."""
+
+
+_YAMLLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def _yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_YAMLLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        inner = typing.get_args(tp)[0]
+        plural = {int: "integers", float: "numbers", str: "strings", bool: "true/false values"}
+        return f"a list of {plural.get(inner) or _type_name(inner)}"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true/false",
+            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check `value` against the type hint `tp`; ints are accepted where floats are."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError:
+                continue
+    elif origin is list:
+        if isinstance(value, list):
+            (inner,) = typing.get_args(tp)
+            return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
+    elif tp is type(None):
+        if value is None:
+            return None
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{key}: got {value!r}, expected {_type_name(tp)}")
+
+
+def build(cls: type, data: Any, prefix: str) -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: got {data!r}, expected a mapping of keys")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"{prefix + '.' if prefix else ''}{unknown[0]}: unknown key; accepted keys: "
+            f"{', '.join(names)}")
+    kwargs = {}
+    for name in names:
+        if name not in data:
+            continue
+        key = f"{prefix}.{name}" if prefix else name
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = build(tp, data[name], key)
+        else:
+            kwargs[name] = _coerce(data[name], tp, key)
+    return cls(**kwargs)
+
+
+def _build_task(data: Any) -> TaskConfig:
+    """The task section: `name` plus that task's own options, typed by the task registry."""
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"task: got {data!r}, expected a mapping of name and the task's options")
+    data = dict(data or {})
+    name = data.pop("name", TaskConfig.name)
+    if name not in TASKS:
+        raise ConfigError(f"task.name: got {name!r}, expected one of {', '.join(sorted(TASKS))}")
+    return TaskConfig(name=name, options=build(task_class(name).Options, data, "task"))
+
+
+def from_dict(data: dict) -> Config:
+    """Validated Config from a plain mapping (the parsed YAML plus overrides)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: got {data!r}, expected a mapping of sections")
+    data = dict(data)
+    task = _build_task(data.pop("task", None))
+    cfg = build(Config, data, "")
+    cfg.task = task
+    validate(cfg)
+    return cfg
+
+
+def to_dict(cfg: Config) -> dict:
+    """Plain-data form of a config (task options flattened back into the task section)."""
+    out = dataclasses.asdict(dataclasses.replace(cfg, task=TaskConfig()))
+    out["task"] = {"name": cfg.task.name, **dataclasses.asdict(cfg.task.options)}
+    return out
+
+
+def to_yaml(cfg: Config) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def to_json(cfg: Config) -> str:
+    return json.dumps(to_dict(cfg), indent=2)
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` strings; values are parsed as YAML (`[8, 16]`, `1e-3`, `true`)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: got {data!r}, expected a mapping of sections")
+    data = json.loads(json.dumps(data))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected section.key=value")
+        path, raw = item.split("=", 1)
+        try:
+            value = _yaml_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {item!r}: {raw!r} is not a YAML value; expected e.g. "
+                              f"0.1, 1e-3, true, adam or [8, 16] ({err.__class__.__name__})") from None
+        node = data
+        parts = path.strip().split(".")
+        for part in parts[:-1]:
+            if node.get(part) is None:  # a section left empty in the YAML reads as null
+                node[part] = {}
+            node = node[part]
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {part} is not a section")
+        node[parts[-1]] = value
+    return data
+
+
+def load(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config (safe_load), apply overrides, validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = _yaml_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(path)!r}: not valid YAML: {err}") from None
+    return from_dict(apply_overrides(data or {}, overrides or []))

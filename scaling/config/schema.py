@@ -1,0 +1,209 @@
+"""The sweep configuration as typed dataclasses: one per YAML section, defaults included.
+
+Parsing lives in scaling.config.load, the checks in scaling.config.validate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaling.config import targets as targets_mod
+
+
+@dataclass
+class TaskConfig:
+    """Which workload; `options` holds the task's own typed options (see scaling.tasks)."""
+
+    name: str = "mnist1d"
+    options: Any = None
+
+
+@dataclass
+class ModelConfig:
+    """Network shape. Each task accepts some model names; "default" picks the task's own."""
+
+    name: str = "default"
+    hidden: list[int] = field(default_factory=lambda: [128, 128])
+    channels: list[int] = field(default_factory=lambda: [16, 32])
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+
+
+@dataclass
+class OptimizerConfig:
+    """Optimizer family and its scalars; the scalars are data (vmapped), the family is not.
+
+    momentum, weight_decay and b2 may each be a list: a grid axis (every combination of the
+    listed values is a run, next to the learning rates and seeds; see `grid_axes`).
+    """
+
+    name: str = "sgd"
+    momentum: float | list[float] = 0.9
+    weight_decay: float | list[float] = 0.0
+    b1: float = 0.9
+    b2: float | list[float] = 0.999
+    eps: float = 1e-8
+
+
+# Optimizer scalars that may be grid axes: each with its run-id label and its accepted range.
+AXES: dict[str, tuple[str, Any, str]] = {
+    "momentum": ("mom", lambda v: 0 <= v < 1, "0 <= momentum < 1"),
+    "weight_decay": ("wd", lambda v: v >= 0, ">= 0"),
+    "b2": ("b2", lambda v: 0 <= v < 1, "0 <= b2 < 1"),
+}
+
+
+def grid_axes(o: OptimizerConfig) -> dict[str, list[float]]:
+    """The list-valued optimizer scalars, in AXES order: the grid's extra axes."""
+    return {k: getattr(o, k) for k in AXES if isinstance(getattr(o, k), list)}
+
+
+@dataclass
+class ScheduleConfig:
+    """Learning-rate shape over a run; warm-up is a fraction of the run's total steps."""
+
+    name: str = "constant"
+    warmup_fraction: float = 0.0
+    warmup_steps: int | None = None
+    final_fraction: float = 0.0
+
+
+@dataclass
+class BatchConfig:
+    """Global batch sizes (examples or sequences per update) and how each step is split."""
+
+    sizes: list[int] = field(default_factory=lambda: [128])
+    accumulation: int = 1
+    drop_last: bool = False
+
+
+@dataclass
+class LearningRateConfig:
+    """Learning rates per batch size: an explicit or log-spaced grid, one from a rule, or a
+    log grid centred on the rule's prediction that the sweep extends when the optimum is at
+    an edge (mode: centered: `num` points spanning `span`x either side, at most
+    `max_extensions` extensions per batch size)."""
+
+    mode: str = "grid"
+    values: list[float] | None = None
+    min: float | None = None
+    max: float | None = None
+    num: int | None = None
+    rule: str = "linear"
+    batch_ref: int | None = None
+    lr_ref: float | None = None
+    eps_max: float | None = None
+    b_noise: float | None = None
+    span: float | None = None
+    max_extensions: int = 2
+
+
+@dataclass
+class BudgetConfig:
+    """Limits on one run; the first one reached ends it. Examples are the natural unit."""
+
+    max_steps: int | None = None
+    max_examples: int | None = None
+    max_epochs: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass
+class EvalConfig:
+    """When to evaluate: geometric spacing for steps-to-target resolution plus a fixed cadence.
+
+    ema_decay: also evaluate an exponential moving average of the parameters with this decay
+    per step (bias-corrected), recorded as eval_loss_ema etc.; null: off.
+    """
+
+    every: int | None = None
+    points_per_decade: int = 20
+    examples: int | None = None
+    ema_decay: float | None = None
+
+
+@dataclass
+class ReachedConfig:
+    """When a run counts as having reached a target (scaling.config.targets): rule first, sustained,
+    smoothed or ema, and the window factor of sustained and smoothed."""
+
+    rule: str = targets_mod.DEFAULT_RULE
+    window: float = targets_mod.DEFAULT_WINDOW
+
+    @property
+    def reach(self) -> targets_mod.Reach:
+        return targets_mod.Reach(self.rule, self.window)
+
+
+@dataclass
+class AnalysisConfig:
+    """How the analysis picks each batch size's learning rate: min (the fewest mean steps over
+    seeds) or crossfit (chosen on the other seeds, measured on each held-out seed)."""
+
+    lr_selection: str = "min"
+
+
+@dataclass
+class TrainConfig:
+    """Engine knobs that do not change results: chunking and stopping rules.
+
+    repack: at chunk boundaries, cut a group down to its still-running runs (fewer FLOPs).
+    memory_limit_gb: device memory to plan groups for (default: what the device reports;
+    CPU reports none); groups are cut so a compiled chunk fits (scaling.train.memory).
+    """
+
+    chunk_steps: int = 100
+    divergence_factor: float = 10.0
+    stop_at_targets: bool = True
+    max_group_size: int | None = None
+    repack: bool = True
+    memory_limit_gb: float | None = None
+
+
+@dataclass
+class ParallelConfig:
+    """Mesh shape: data-parallel shards per run and device groups for independent runs."""
+
+    data: int | None = None
+    runs: int = 1
+
+
+@dataclass
+class GNSConfig:
+    """Gradient-noise-scale measurement inside every step (docs/noise-scale.md).
+
+    every: measure on every N-th step only (plain full-batch steps between; the moving
+    average's decay per measurement is ema_decay**every, so it spans the same steps).
+    preconditioned: also measure in Adam's metric (adam/adamw only).
+    """
+
+    enabled: bool = True
+    groups: int | None = None
+    ema_decay: float = 0.95
+    hessian_every: int = 0
+    every: int = 1
+    preconditioned: bool = False
+
+
+@dataclass
+class Config:
+    """A whole study: one task and model, a grid of batch sizes x learning rates x seeds."""
+
+    name: str = "study"
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    learning_rate: LearningRateConfig = field(default_factory=LearningRateConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    targets: list[str] = field(default_factory=list)
+    reached: ReachedConfig = field(default_factory=ReachedConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    train: TrainConfig = field(default_factory=TrainConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    gns: GNSConfig = field(default_factory=GNSConfig)

@@ -1,0 +1,237 @@
+"""Every check a config needs before compute; each failure is one ConfigError naming the key,
+the bad value and what would be accepted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaling.config import names, targets as targets_mod
+from scaling.config.schema import (AXES, BatchConfig, Config, EvalConfig, LearningRateConfig,
+                                   ScheduleConfig)
+from scaling.errors import ConfigError, need
+from scaling.tasks import task_class
+
+
+def parse_target(text: str) -> tuple[str, str, float]:
+    """'eval_loss<=0.5' -> ('eval_loss', '<=', 0.5)."""
+    try:
+        metric, op, value = targets_mod.parse_target(text)
+    except ValueError:
+        raise ConfigError(f"targets: got {text!r}, expected METRIC<=VALUE or METRIC>=VALUE, "
+                          "e.g. eval_loss<=0.5") from None
+    need(metric in names.METRICS, "targets", text, f"a metric among {', '.join(names.METRICS)}")
+    return metric, op, value
+
+
+def _validate_reached(cfg: Config) -> None:
+    r = cfg.reached
+    need(r.rule in targets_mod.RULES, "reached.rule", r.rule, f"one of {', '.join(targets_mod.RULES)}")
+    need(r.window > 1, "reached.window", r.window,
+         "a number > 1 (the window spans step/window .. step*window)")
+    need(r.rule != "ema" or cfg.eval.ema_decay is not None, "reached.rule", r.rule,
+         "first, sustained or smoothed while eval.ema_decay is null (rule ema reads the "
+          "metrics of the parameters' moving average: set eval.ema_decay, e.g. 0.99)")
+    need(cfg.analysis.lr_selection in names.LR_SELECTIONS, "analysis.lr_selection",
+         cfg.analysis.lr_selection, f"one of {', '.join(names.LR_SELECTIONS)}")
+
+
+def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
+    need(lr.mode in names.LR_MODES, "learning_rate.mode", lr.mode, f"one of {', '.join(names.LR_MODES)}")
+    need(lr.mode == "centered" or lr.span is None, "learning_rate.span", lr.span,
+         "unset except with mode: centered")
+    if lr.mode == "grid":
+        if lr.values is not None:
+            need(len(lr.values) > 0 and all(v > 0 for v in lr.values), "learning_rate.values",
+                 lr.values, "a non-empty list of positive numbers")
+            need((lr.min, lr.max, lr.num) == (None, None, None), "learning_rate.values", lr.values,
+                 "either values or a min/max/num range, not both")
+        else:
+            ok = None not in (lr.min, lr.max, lr.num)
+            need(ok, "learning_rate", "values/min/max/num unset",
+                 "either values: [...] or min, max and num for a log-spaced grid")
+            need(0 < lr.min <= lr.max, "learning_rate.min", lr.min, "0 < min <= max")
+            need(lr.num >= 1, "learning_rate.num", lr.num, "an integer >= 1")
+        return
+    need(lr.rule in names.LR_RULES, "learning_rate.rule", lr.rule, f"one of {', '.join(names.LR_RULES)}")
+    if lr.mode == "centered":
+        _validate_centered(lr)
+    else:
+        need((lr.values, lr.min, lr.max, lr.num) == (None,) * 4, "learning_rate.values",
+             lr.values, "unset with mode: rule (the rule gives each batch size its learning rate)")
+    if lr.rule == "noise_scale":
+        need(lr.eps_max is not None and lr.eps_max > 0, "learning_rate.eps_max", lr.eps_max,
+             "a positive number for the noise_scale rule")
+        need(lr.b_noise is not None and lr.b_noise > 0, "learning_rate.b_noise", lr.b_noise,
+             "a positive number for the noise_scale rule")
+    else:
+        need(lr.lr_ref is not None and lr.lr_ref > 0, "learning_rate.lr_ref", lr.lr_ref,
+             "a positive number (the learning rate at batch_ref)")
+        need(lr.batch_ref is None or lr.batch_ref > 0, "learning_rate.batch_ref", lr.batch_ref,
+             "a positive integer (default: the smallest batch size)")
+        if lr.batch_ref is None:
+            lr.batch_ref = min(sizes)
+
+
+def _validate_centered(lr: LearningRateConfig) -> None:
+    need((lr.values, lr.min, lr.max) == (None,) * 3, "learning_rate.values", lr.values,
+         "unset with mode: centered (num and span set the grid around the rule's prediction)")
+    need(lr.num is not None and lr.num >= 2, "learning_rate.num", lr.num,
+         "an integer >= 2 with mode: centered (points in each batch size's grid)")
+    need(lr.span is not None and lr.span > 1, "learning_rate.span", lr.span,
+         "a number > 1 with mode: centered (the grid spans prediction/span to prediction*span)")
+    need(lr.max_extensions >= 0, "learning_rate.max_extensions", lr.max_extensions,
+         "an integer >= 0 (extensions of a batch size's grid when its optimum is at an edge)")
+
+
+def validate(cfg: Config) -> None:
+    """Checks that need no devices, section by section; `validate_devices` adds the ones
+    that do."""
+    task = task_class(cfg.task.name)
+    task.validate(cfg)
+    _validate_optimizer(cfg)
+    _validate_schedule(cfg.schedule)
+    _validate_batch(cfg.batch)
+    _validate_lr(cfg.learning_rate, cfg.batch.sizes)
+    _validate_budget(cfg, task)
+    _validate_targets(cfg, task)
+    need(len(cfg.seeds) > 0, "seeds", cfg.seeds, "a non-empty list of integers")
+    need(len(set(cfg.seeds)) == len(cfg.seeds), "seeds", cfg.seeds, "distinct seeds")
+    _validate_eval(cfg.eval)
+    _validate_reached(cfg)
+    _validate_train(cfg)
+    _validate_gns(cfg)
+
+
+def _validate_optimizer(cfg: Config) -> None:
+    need(cfg.optimizer.name in names.OPTIMIZERS, "optimizer.name", cfg.optimizer.name,
+         f"one of {', '.join(names.OPTIMIZERS)}")
+    _validate_axes(cfg)
+    need(0 <= cfg.optimizer.b1 < 1, "optimizer.b1", cfg.optimizer.b1, "0 <= b1 < 1")
+    need(cfg.optimizer.eps > 0, "optimizer.eps", cfg.optimizer.eps, "> 0")
+
+
+def _validate_schedule(s: ScheduleConfig) -> None:
+    need(s.name in names.SCHEDULES, "schedule.name", s.name, f"one of {', '.join(names.SCHEDULES)}")
+    need(0 <= s.warmup_fraction < 1, "schedule.warmup_fraction", s.warmup_fraction,
+         "0 <= fraction < 1")
+    need(s.warmup_steps is None or s.warmup_steps >= 0, "schedule.warmup_steps", s.warmup_steps,
+         "a non-negative integer or null")
+    need(0 <= s.final_fraction <= 1, "schedule.final_fraction", s.final_fraction,
+         "0 <= fraction <= 1")
+
+
+def _validate_batch(b: BatchConfig) -> None:
+    need(len(b.sizes) > 0, "batch.sizes", b.sizes, "a non-empty list of positive integers")
+    for size in b.sizes:
+        need(size > 0, "batch.sizes", size, "positive integers")
+    need(len(set(b.sizes)) == len(b.sizes), "batch.sizes", b.sizes, "distinct batch sizes")
+    need(b.accumulation >= 1, "batch.accumulation", b.accumulation, "an integer >= 1")
+    for size in b.sizes:
+        need(size % b.accumulation == 0, "batch.sizes", size,
+             f"a multiple of batch.accumulation={b.accumulation}")
+
+
+def _validate_targets(cfg: Config, task: Any) -> None:
+    for text in cfg.targets:
+        metric, _, _ = parse_target(text)
+        need(metric in task.metrics, "targets", text,
+             f"a metric task {cfg.task.name} reports: {', '.join(task.metrics)}")
+    if cfg.learning_rate.mode == "centered" and cfg.learning_rate.max_extensions > 0:
+        need(bool(cfg.targets), "targets", cfg.targets, "at least one target with "
+             "learning_rate.mode: centered (the first one decides where the grid extends), "
+             "or learning_rate.max_extensions: 0")
+
+
+def _validate_eval(e: EvalConfig) -> None:
+    need(e.every is None or e.every > 0, "eval.every", e.every, "a positive integer or null")
+    need(e.points_per_decade >= 0, "eval.points_per_decade", e.points_per_decade, ">= 0")
+    need(e.examples is None or e.examples > 0, "eval.examples", e.examples,
+         "a positive integer or null")
+    need(e.ema_decay is None or 0 < e.ema_decay < 1, "eval.ema_decay", e.ema_decay,
+         "a number with 0 < decay < 1 or null (off)")
+
+
+def _validate_train(cfg: Config) -> None:
+    t = cfg.train
+    need(t.chunk_steps > 0, "train.chunk_steps", t.chunk_steps, "a positive integer")
+    need(t.divergence_factor > 1, "train.divergence_factor", t.divergence_factor, "a number > 1")
+    need(t.max_group_size is None or t.max_group_size > 0, "train.max_group_size",
+         t.max_group_size, "a positive integer or null")
+    need(t.memory_limit_gb is None or t.memory_limit_gb > 0, "train.memory_limit_gb",
+         t.memory_limit_gb, "a positive number of gigabytes or null (the device's own limit)")
+    need(cfg.parallel.data is None or cfg.parallel.data > 0, "parallel.data", cfg.parallel.data,
+         "a positive integer or null (all devices)")
+    need(cfg.parallel.runs > 0, "parallel.runs", cfg.parallel.runs, "a positive integer")
+
+
+def _validate_gns(cfg: Config) -> None:
+    g = cfg.gns
+    need(g.groups is None or g.groups >= 2, "gns.groups", g.groups,
+         "an integer >= 2 or null (automatic)")
+    need(0 <= g.ema_decay < 1, "gns.ema_decay", g.ema_decay, "0 <= decay < 1")
+    need(g.hessian_every >= 0, "gns.hessian_every", g.hessian_every,
+         "0 (off) or a positive integer: measure B_noise every K evaluation points")
+    need(g.every >= 1, "gns.every", g.every,
+         "a positive integer: measure on every N-th step (1: every step)")
+    need(not g.preconditioned or cfg.optimizer.name in ("adam", "adamw"), "gns.preconditioned",
+         g.preconditioned, f"false for optimizer {cfg.optimizer.name} (true needs adam or adamw)")
+    need(not g.preconditioned or g.enabled, "gns.preconditioned", g.preconditioned,
+         "false while gns.enabled is false")
+
+
+def _validate_axes(cfg: Config) -> None:
+    """Each of momentum, weight_decay, b2: a number in range, or a list of them that the
+    optimizer uses (a list is a grid axis, and its values become part of the run ids)."""
+    o = cfg.optimizer
+    for name, (_, ok, accepted) in AXES.items():
+        key, value = f"optimizer.{name}", getattr(o, name)
+        if not isinstance(value, list):
+            need(ok(value), key, value, accepted)
+            continue
+        need(len(value) > 0, key, value, f"a number or a non-empty list of numbers ({accepted})")
+        need(name in names.HYPERPARAMS[o.name], key, value,
+             f"a single number: optimizer {o.name} does not use {name}, so it cannot be a "
+              f"grid axis (a list); {name} is used by "
+              + ", ".join(n for n, used in names.HYPERPARAMS.items() if name in used))
+        for i, v in enumerate(value):
+            need(ok(v), f"{key}[{i}]", v, accepted)
+        need(len({f"{v:.6g}" for v in value}) == len(value), key, value,
+             "distinct values (to 6 significant digits, as run ids show them)")
+        need(cfg.learning_rate.mode != "centered", key, value,
+             "a single number with learning_rate.mode: centered (a centred grid extends at "
+              "the best learning rate of each batch size, over all of its runs)")
+
+
+def _validate_budget(cfg: Config, task: Any) -> None:
+    bud = cfg.budget
+    limits = {k: getattr(bud, k) for k in ("max_steps", "max_examples", "max_epochs", "max_tokens")}
+    set_limits = {k: v for k, v in limits.items() if v is not None}
+    need(bool(set_limits), "budget", "no limit set",
+         "at least one of max_steps, max_examples, max_epochs, max_tokens")
+    for key, value in set_limits.items():
+        need(value > 0, f"budget.{key}", value, "a positive number")
+    finite = task.finite_data
+    if not finite:
+        need(bud.max_epochs is None, "budget.max_epochs", bud.max_epochs,
+             f"null: task {cfg.task.name} samples fresh data and has no epochs")
+    if task.tokens_per_example(cfg.task.options) is None:
+        need(bud.max_tokens is None, "budget.max_tokens", bud.max_tokens,
+             f"null: task {cfg.task.name} has no tokens")
+    for size in cfg.batch.sizes:
+        if bud.max_examples is not None:
+            need(bud.max_examples >= size, "budget.max_examples", bud.max_examples,
+                 f"at least one batch (>= {size} for batch size {size})")
+
+
+def validate_devices(cfg: Config, num_devices: int) -> tuple[int, int]:
+    """Mesh shape (runs, data) for this many devices; batches must split over data x accumulation."""
+    p = cfg.parallel
+    need(num_devices % p.runs == 0, "parallel.runs", p.runs, f"a divisor of the {num_devices} devices")
+    data = p.data if p.data is not None else num_devices // p.runs
+    need(data * p.runs == num_devices, "parallel.data", p.data,
+         f"runs x data = {num_devices} devices (runs={p.runs})")
+    for size in cfg.batch.sizes:
+        unit = data * cfg.batch.accumulation
+        need(size % unit == 0, "batch.sizes", size,
+             f"a multiple of data shards x accumulation = {data} x {cfg.batch.accumulation} = {unit}")
+    return p.runs, data

@@ -1,0 +1,54 @@
+"""Numbers and tables as people read them, the same in the terminal, report.md and figures.
+
+A leaf module: every layer may use it, it imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def number(value: Any, digits: int = 3) -> str:
+    """`digits` significant figures; whole numbers and anything from 1,000 up written out with
+    thousands separators (21,000 not 2.1e+04); '-' for None, NaN or infinity."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, (bool, str)):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    if abs(value) >= 1000:
+        return f"{round(value):,}"
+    return f"{value:.{digits}g}"
+
+
+def interval(ci: Any, digits: int = 3) -> str:
+    """'[lo, hi]', or '-' without an interval."""
+    return f"[{number(ci[0], digits)}, {number(ci[1], digits)}]" if ci and len(ci) == 2 else "-"
+
+
+def duration(seconds: float | None) -> str:
+    """'1h05m' or '3m07s'; 'unknown' for None."""
+    if seconds is None:
+        return "unknown"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _cells(rows: list[list[Any]], digits: int) -> list[list[str]]:
+    return [[c if isinstance(c, str) else number(c, digits) for c in row] for row in rows]
+
+
+def text_table(header: list[str], rows: list[list[Any]], digits: int = 4) -> str:
+    """Right-aligned plain-text columns, two spaces apart (terminals and logs)."""
+    cells = [header] + _cells(rows, digits)
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells)
+
+
+def markdown_table(header: list[str], rows: list[list[Any]], digits: int = 3) -> list[str]:
+    """A GitHub-flavoured markdown table, one string per line."""
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(row) + " |" for row in _cells(rows, digits)])

@@ -1,0 +1,323 @@
+"""<out>/report.md: the sweep in brief, its run arithmetic, the fits, the LR rules, the figures,
+and a plain-language conclusion written from the numbers (docs/results-format.md).
+
+Everything here is read from analysis.json (see scaling.analysis) and sweep.yaml; nothing is
+recomputed except the conclusion's closed forms, so the report and the JSON never disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from scaling.config import Config, ConfigError, learning_rates, load
+from scaling.formatting import interval, markdown_table, number
+from scaling.store import atomic_write
+from scaling.sweep.plan import for_config, format_table
+
+POOR_FIT = 0.15  # rms residual of log steps above which a fit is called poor (~16% typical error)
+WIDE_CI = 4.0  # B_crit interval hi/lo above which it is called wide
+CAPTIONS = {
+    "steps_vs_batch": "Steps to target vs batch size: measured (best LR per batch size), the "
+                      "fitted S(B) = S_min + E_min/B, and perfect scaling (slope -1).",
+    "examples_vs_steps": "Examples vs steps to target: the trade-off "
+                         "(S/S_min - 1)(E/E_min - 1) = 1; the star is B_crit at (2 S_min, 2 E_min).",
+    "lr_vs_batch": "Optimal learning rate vs batch size with the scaling rules' predictions.",
+    "noise_vs_loss": "Gradient noise scale along training, one line per run; horizontal lines "
+                     "are B_crit per target.",
+    "bcrit_vs_target": "Critical batch size (95% bootstrap interval) and B_simple per target.",
+    "heatmap": "Steps to target over batch size and learning rate (mean over seeds): the "
+               "primary target, or the LR-rules target when no run reached the primary one.",
+}
+
+
+def _with_ci(value: Any, ci: Any, bold: bool = False) -> str:
+    text = f"**{number(value)}**" if bold and value is not None else number(value)
+    return f"{text} {interval(ci)}" if ci else text
+
+
+# ---------------------------------------------------------------- the sweep in brief
+
+
+def _model(cfg: Config) -> str:
+    m = cfg.model
+    shape = {"mlp": f"hidden {m.hidden}", "cnn": f"channels {m.channels}",
+             "transformer": f"d_model {m.d_model}, {m.num_layers} layers, {m.num_heads} heads"}
+    return m.name + (f" ({shape[m.name]})" if m.name in shape else "")
+
+
+def _scalar(value: float | list[float]) -> str:
+    """A setting that may be a grid axis (a list): 0.9, or [0, 0.9]."""
+    return f"[{', '.join(f'{v:g}' for v in value)}]" if isinstance(value, list) else f"{value:g}"
+
+
+def _optimizer(cfg: Config) -> str:
+    o = cfg.optimizer
+    extra = []
+    if "momentum" in o.name or "nesterov" in o.name:
+        extra.append(f"momentum {_scalar(o.momentum)}")
+    if "adam" in o.name or "lamb" in o.name:
+        extra.append(f"b1 {o.b1:g}, b2 {_scalar(o.b2)}, eps {o.eps:g}")
+    if o.weight_decay:
+        extra.append(f"weight decay {_scalar(o.weight_decay)}")
+    return o.name + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _learning_rates(cfg: Config) -> str:
+    lr = cfg.learning_rate
+    if lr.mode != "grid":
+        return f"rule {lr.rule} (reference B={number(lr.batch_ref)}, LR={number(lr.lr_ref)})"
+    return ", ".join(number(v) for v in learning_rates(lr, min(cfg.batch.sizes)))
+
+
+def _config_section(cfg: Config) -> list[str]:
+    s, bud = cfg.schedule, cfg.budget
+    task_opts = ", ".join(f"{k} {v}" for k, v in vars(cfg.task.options).items()) \
+        if cfg.task.options is not None else ""
+    budget = ", ".join(f"{k} {number(v)}" for k, v in vars(bud).items() if v is not None)
+    sched = s.name + (f", warm-up {s.warmup_fraction:g} of the run" if s.warmup_fraction else "")
+    return [f"- task: {cfg.task.name}" + (f" ({task_opts})" if task_opts else ""),
+            f"- model: {_model(cfg)}",
+            f"- optimizer: {_optimizer(cfg)}",
+            f"- schedule: {sched}",
+            f"- batch sizes: {', '.join(str(b) for b in cfg.batch.sizes)}",
+            f"- learning rates: {_learning_rates(cfg)}",
+            f"- seeds: {', '.join(str(x) for x in cfg.seeds)}",
+            f"- budget per run: {budget or 'none'}",
+            f"- targets: {', '.join(cfg.targets)}"]
+
+
+def _arithmetic(cfg: Config) -> list[str]:
+    rows = [for_config(cfg, b, cfg.parallel.data or 1) for b in cfg.batch.sizes]
+    return ["```", format_table(rows), "```"]
+
+
+def _sweep(out: Path, analysis: dict) -> list[str]:
+    sw = analysis.get("sweep") or {}
+    statuses = ", ".join(f"{n} {k}" for k, n in (sw.get("statuses") or {}).items())
+    lines = ["## Sweep", ""]
+    try:
+        cfg = load(out / "sweep.yaml")
+    except ConfigError as err:
+        cfg = None
+        lines += [f"(sweep.yaml could not be read: {err})", ""]
+    if cfg is not None:
+        lines += _config_section(cfg)
+    lines += [f"- runs analysed: {number(sw.get('num_runs'))}" + (f" ({statuses})" if statuses else ""),
+              ""]
+    if cfg is not None:
+        lines += ["### Run arithmetic", ""] + _arithmetic(cfg) + [""]
+    return lines
+
+
+# ---------------------------------------------------------------- tables
+
+
+SELECTION_TEXT = {
+    "min": "the learning rate with the fewest steps, mean over seeds (optimistic: the luckiest "
+           "of several noisy means)",
+    "crossfit": "chosen on the other seeds and measured on each held-out seed, mean over seeds "
+                "(cross-fitted, free of the winner's curse)"}
+
+
+def _percent(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.0f}%"
+
+
+def _reading(analysis: dict) -> list[str]:
+    """How steps to target were read: the rule, the selection, and what the selection moved."""
+    reached, how = analysis.get("reached"), analysis.get("lr_selection")
+    if not reached:
+        return []
+    lines = ["## How steps to target are read", "",
+             f"- reached: {reached.get('definition')}",
+             f"- learning rate per batch size: {SELECTION_TEXT.get(how, how)}"]
+    shifts = [p["steps_crossfit"] / p["steps_min"] for t in analysis.get("targets") or []
+              for p in t.get("points") or [] if p.get("steps_crossfit") and p.get("steps_min")]
+    if shifts:
+        mid = sorted(shifts)[len(shifts) // 2]
+        lines.append(f"- cross-fitted steps (each seed read at the learning rate the other seeds "
+                     f"chose) are {_percent(min(shifts))} to {_percent(max(shifts))} (median "
+                     f"{_percent(mid)}) off the fewest mean steps, which are optimistic by at "
+                     "most that much (the winner's curse; cross-fitting errs the other way "
+                     "when it picks a worse learning rate)")
+    lines += ["- beside it, B_crit as most papers read it: the first crossing and the fewest "
+              "mean steps (column \"B_crit, first crossing\")", ""]
+    return lines
+
+
+def _fits(analysis: dict) -> list[str]:
+    rows = []
+    for t in analysis.get("targets") or []:
+        fit, reg = t.get("fit") or {}, t.get("regimes") or {}
+        first = t.get("first_crossing") or {}
+        rows.append([t["name"], number(fit.get("num_points")),
+                     _with_ci(t.get("s_min"), fit.get("s_min_ci")),
+                     _with_ci(t.get("e_min"), fit.get("e_min_ci")),
+                     _with_ci(t.get("b_crit"), t.get("b_crit_ci"), bold=True),
+                     _with_ci(first.get("b_crit"), first.get("b_crit_ci")),
+                     t.get("b_simple"), t.get("b_noise"), t.get("b_simple_over_b_crit"),
+                     fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),
+                     reg.get("steps_plateau_from"),
+                     ", ".join(str(b) for b in t.get("unreached_batch_sizes") or []) or "-"])
+    header = ["target", "points", "S_min [95% CI]", "E_min [95% CI]", "B_crit [95% CI]",
+              "B_crit, first crossing", "B_simple", "B_noise", "B_simple/B_crit", "rms log residual",
+              "perfect scaling until B", "plateau from B", "not reached at B"]
+    definitions = {(t.get("regimes") or {}).get("definition") for t in analysis.get("targets") or []}
+    notes = [f"Regimes: {d}" for d in sorted(d for d in definitions if d)]
+    return ["## Trade-off fits: S(B) = S_min + E_min / B", ""] + markdown_table(header, rows) + [""] \
+        + notes + ([""] if notes else [])
+
+
+def _best_lr(analysis: dict) -> list[str]:
+    lines = ["## Best learning rate per batch size", ""]
+    for t in analysis.get("targets") or []:
+        first = (t.get("first_crossing") or {}).get("steps") or {}
+        rows = [[p["batch_size"], p.get("best_lr"), p.get("refined_lr"), p.get("at_edge") or "-",
+                 p.get("steps"), p.get("steps_min"), first.get(str(p["batch_size"])),
+                 p.get("examples"), f"{p.get('num_reached')}/{p.get('num_lrs')}",
+                 p.get("num_diverged"), p.get("b_simple")]
+                for p in sorted(t.get("points") or [], key=lambda p: p["batch_size"])]
+        lines += [f"### {t['name']}", ""]
+        if rows:
+            lines += markdown_table(["batch", "best grid LR", "refined LR", "at grid edge", "steps",
+                             "fewest mean steps", "first crossing", "examples",
+                             "LRs reached/tried", "diverged", "B_simple"], rows)
+        else:
+            lines.append("No batch size reached this target.")
+        lines.append("")
+    return lines
+
+
+def _lr_rules(analysis: dict) -> list[str]:
+    rules = analysis.get("lr_rules")
+    if not rules:
+        return ["## Learning-rate rules", "", "Not computed (no target reached at two or more "
+                "batch sizes).", ""]
+    ref = rules.get("reference") or {}
+    lines = ["## Learning-rate rules", "",
+             f"Target {rules.get('target')}; reference batch {number(ref.get('batch_size'))} at "
+             f"LR {number(ref.get('learning_rate'))}."]
+    fit = rules.get("noise_scale_fit")
+    if fit:
+        lines.append(f"Noise-scale rule fitted to the optima: eps_max {number(fit.get('eps_max'))}, "
+                     f"B_noise {number(fit.get('b_noise'))}.")
+    optimum = {o["batch_size"]: o["learning_rate"] for o in rules.get("optima") or []}
+    rows = [[name, r["batch_size"], optimum.get(r["batch_size"]), r.get("learning_rate"),
+             r.get("ratio_to_optimum"), r.get("relative_cost"), r.get("note") or "-"]
+            for name, rs in (rules.get("rules") or {}).items()
+            for r in sorted(rs, key=lambda r: r["batch_size"])]
+    lines += [""] + markdown_table(["rule", "batch", "measured optimum", "predicted LR",
+                            "ratio to optimum", "relative cost (steps)", "note"], rows) + [""]
+    if rules.get("summary"):
+        lines += [rules["summary"], ""]
+    return lines
+
+
+def _figures(out: Path, figures: list[Path]) -> list[str]:
+    lines = ["## Figures", ""]
+    for path in figures:
+        rel = Path(os.path.relpath(Path(path), out)).as_posix()
+        stem = Path(path).stem
+        lines += [f"![{stem}]({rel})", "", CAPTIONS.get(stem, stem), ""]
+    return lines if figures else []
+
+
+# ---------------------------------------------------------------- conclusion
+
+
+def ideal_share(batch_size: float, b_crit: float) -> float:
+    """Share of the ideal 2x step reduction that doubling B buys under S = S_min + E_min/B.
+
+    (S(B) - S(2B)) / (S(B) / 2) = B_crit / (B + B_crit): 1/2 at B = B_crit.
+    """
+    return b_crit / (batch_size + b_crit)
+
+
+def _target_conclusion(t: dict) -> list[str]:
+    name, fit = t["name"], t.get("fit")
+    out = []
+    unreached = t.get("unreached_batch_sizes") or []
+    if unreached and not t.get("points"):
+        return [f"{name} was not reached at any batch size or learning rate within the budget: "
+                "no fit; a larger budget or an easier target would give one."]
+    if unreached:
+        out.append(f"{name} was not reached at batch size{'s' if len(unreached) > 1 else ''} "
+                   f"{', '.join(str(b) for b in unreached)} within the budget at any learning rate.")
+    edges = [p for p in t.get("points") or [] if p.get("at_edge")]
+    if edges:
+        out.append(f"For {name} the best learning rate sits at the grid's edge at batch size "
+                   + ", ".join(f"{p['batch_size']} ({p['at_edge']})" for p in edges)
+                   + ": the true optimum may lie outside the grid there, so those points "
+                   "(and the fit) may overstate the steps needed; widen the grid.")
+    if not fit or t.get("b_crit") is None:
+        out.append(f"No trade-off fit for {name}: it needs the target reached at two or more "
+                   "batch sizes.")
+        return out
+    b = t["b_crit"]
+    sizes = [p["batch_size"] for p in t.get("points") or []]
+    out.append(f"For {name}, B_crit is about {number(b)}: beyond a batch of about {number(b)} each "
+               "doubling of the batch buys less than half of the ideal 2x speed-up in steps"
+               + (f" (at B={max(sizes)}, {100 * ideal_share(max(sizes), b):.0f}% of it)"
+                  if sizes and max(sizes) > b else "") + ".")
+    ci = t.get("b_crit_ci")
+    first = t.get("first_crossing") or {}
+    if first.get("outside_interval"):
+        out.append(f"Read at the first crossing with the fewest mean steps, B_crit would be "
+                   f"{number(first.get('b_crit'))}, outside this interval ({interval(ci)}): there "
+                   "the metric's noise moves the answer more than the seeds do.")
+    if ci and ci[0] and ci[1] and ci[1] / ci[0] > WIDE_CI:
+        out.append(f"The interval for B_crit is wide ({interval(ci)}, a factor "
+                   f"{ci[1] / ci[0]:.3g}): read it as an order of magnitude; more seeds or batch "
+                   "sizes would narrow it.")
+    rms = fit.get("rms_log_residual")
+    if rms is not None and rms > POOR_FIT:
+        out.append(f"The fit is poor (rms residual of log steps {rms:.2f}), so S(B) = S_min + "
+                   "E_min/B describes these points only roughly.")
+    if sizes and b > max(sizes):
+        out.append(f"B_crit lies above the largest batch size tried ({max(sizes)}): an "
+                   "extrapolation.")
+    ratio = t.get("b_simple_over_b_crit")
+    if ratio is not None:
+        within = "within" if 0.1 <= ratio <= 10 else "not within"
+        out.append(f"B_simple at the crossing is {ratio:.2g}x B_crit ({within} an order of "
+                   "magnitude).")
+    return out
+
+
+def _lr_conclusion(analysis: dict) -> list[str]:
+    rules = analysis.get("lr_rules") or {}
+    out = []
+    brk = rules.get("linear_breaks_at")
+    if brk is not None:
+        row = next((r for r in (rules.get("rules") or {}).get("linear") or []
+                    if r["batch_size"] == brk), {})
+        ratio = row.get("ratio_to_optimum")
+        out.append(f"Linear learning-rate scaling over-shoots the measured optimum from a batch "
+                   f"of about {brk}" + (f" ({ratio:.2g}x the optimum there)" if ratio else "")
+                   + ".")
+    elif rules:
+        out.append("Linear learning-rate scaling stays within 2x of the measured optimum (and "
+                   "1.5x of the best steps) at every batch size tried.")
+    return out
+
+
+def conclusion(analysis: dict) -> list[str]:
+    """Plain-language sentences built from the numbers (one bullet each)."""
+    sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
+    sentences += _lr_conclusion(analysis)
+    return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
+
+
+def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
+    """Write <out>/report.md (atomically) and return its path."""
+    out = Path(out)
+    name = (analysis.get("sweep") or {}).get("name") or out.name
+    lines = [f"# Scaling report: {name}", ""]
+    lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
+    lines += _best_lr(analysis)
+    lines += _lr_rules(analysis) + _figures(out, figures)
+    path = out / "report.md"
+    atomic_write(path, "\n".join(lines).rstrip() + "\n")
+    return path

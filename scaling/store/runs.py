@@ -1,0 +1,144 @@
+"""The results folder: <out>/sweep.yaml, <out>/runs/<run_id>/{config.json, metrics.jsonl,
+summary.json} and extensions.json (docs/results-format.md).
+
+A run without summary.json is not done and is trained again from scratch on resume; metrics
+are appended one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from scaling.store.files import atomic_write, dumps, write_json
+
+
+def run_dir(out: Path, run_id: str) -> Path:
+    return Path(out) / "runs" / run_id
+
+
+def is_done(out: Path, run_id: str) -> bool:
+    return (run_dir(out, run_id) / "summary.json").is_file()
+
+
+def start_run(out: Path, run_id: str, config: dict[str, Any]) -> None:
+    """Fresh run folder: config.json, an empty metrics.jsonl, no summary (not done yet)."""
+    folder = run_dir(out, run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").unlink(missing_ok=True)
+    write_json(folder / "config.json", config)
+    atomic_write(folder / "metrics.jsonl", "")
+
+
+def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:
+    """Append rows (one JSON object per line); a torn last line is ignored when reading."""
+    if not rows:
+        return
+    with open(run_dir(out, run_id) / "metrics.jsonl", "a") as f:
+        f.write("".join(dumps(r) + "\n" for r in rows))
+        f.flush()
+
+
+def finish_run(out: Path, run_id: str, summary: dict[str, Any]) -> None:
+    """summary.json is written last: its presence is what marks the run as done."""
+    write_json(run_dir(out, run_id) / "summary.json", summary)
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def load(out: str | Path) -> list[dict[str, Any]]:
+    """Finished runs as plain records: {'run_id', 'config', 'summary', 'metrics'}, sorted by id."""
+    records = []
+    for folder in sorted((Path(out) / "runs").glob("*")):
+        summary = folder / "summary.json"
+        if not summary.is_file():
+            continue
+        records.append({"run_id": folder.name,
+                        "config": json.loads((folder / "config.json").read_text()),
+                        "summary": json.loads(summary.read_text()),
+                        "metrics": read_metrics(folder / "metrics.jsonl")})
+    return records
+
+
+def training_seconds(records: list[dict[str, Any]]) -> float:
+    """Training time recorded in run records: the sum over vmapped groups of each group's wall
+    time (compile included), whatever invocations the runs were trained in. A group's runs
+    share batch size, wall and compile seconds, so those identify it."""
+    groups = {(r["summary"]["batch_size"], r["summary"]["wall_s"], r["summary"]["compile_s"])
+              for r in records}
+    return round(sum(wall for _, wall, _ in groups), 1)
+
+
+def read_summary(out: Path, run_id: str) -> dict[str, Any] | None:
+    """A run's summary, or None while it is not done."""
+    path = run_dir(out, run_id) / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+# ---------------------------------------------------------------- grid extensions
+
+EXTENSIONS = "extensions.json"
+
+
+def read_extensions(out: Path) -> list[dict[str, Any]]:
+    """The recorded extensions of centred learning-rate grids, oldest first."""
+    path = Path(out) / EXTENSIONS
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def add_extension(out: Path, record: dict[str, Any]) -> bool:
+    """Append `record` unless an equal one is there; False if it was. Safe across processes.
+
+    The read-modify-write holds an exclusive lock, and the file is replaced atomically, so
+    shards extending different batch sizes at once lose nothing and a reader never sees half.
+    """
+    import fcntl
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with open(Path(out) / f".{EXTENSIONS}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        records = read_extensions(out)
+        if record in records:
+            return False
+        write_json(Path(out) / EXTENSIONS, records + [record])
+        return True
+
+
+# ---------------------------------------------------------------- pandas view
+
+
+def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
+
+
+def frame(out: str | Path) -> Any:
+    """One row per finished run, summary fields flattened (steps_to_target.<target>, final.<key>).
+
+    pandas is optional: install it (pip install pandas) to use this view.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("scaling.store.frame needs pandas, which scaling does not install; "
+                          "pip install pandas (or use scaling.store.load for plain records)") from None
+    rows = []
+    for folder in sorted((Path(out) / "runs").glob("*")):
+        summary = folder / "summary.json"
+        if summary.is_file():
+            rows.append(_flatten(json.loads(summary.read_text())))
+    return pd.DataFrame(rows)

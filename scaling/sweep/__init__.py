@@ -1,0 +1,3 @@
+"""From a config to finished run folders: `plan` (run arithmetic and warnings), `grid` (runs,
+groups, shards, centred-grid extensions), `runner` (trains the groups), `writer` (their run
+files), `progress` (the tables printed as it goes) and `launch` (SLURM job arrays)."""

@@ -1,0 +1,297 @@
+"""Compiled training: one program per (task, batch size, optimizer family), runs vmapped inside.
+
+A group of runs that differ only in scalars (learning rate, seed, momentum, weight decay, betas)
+trains as one vmapped state. Steps run in lax.scan chunks; evaluation, target checks, divergence
+checks and noise-scale statistics happen inside the chunk, and the host reads one small table
+of metrics per chunk (docs/architecture.md). The step counter is shared by the group, so the
+`lax.cond`s on it (new epoch, evaluation point) stay real branches under vmap. When most runs
+have stopped, the group is cut to a smaller width between chunks (scaling.train.repack).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from scaling.config.names import HYPERPARAMS
+from scaling.config.targets import EMA_SUFFIX
+from scaling.tasks.base import Task
+from scaling.train import measure, reach
+from scaling.train.measure import NoiseState
+from scaling.train.optimizers import make_optimizer, set_learning_rate
+from scaling.train.reach import ReachState, Schedule
+from scaling.train.schedules import lr_multiplier
+from scaling.train.spec import GroupSpec, RunSpec, Status
+
+
+class RunState(NamedTuple):
+    """One run's whole state; every leaf has the runs axis first once vmapped."""
+
+    params: Any
+    opt_state: Any
+    base_lr: jax.Array
+    data_key: jax.Array
+    perm: jax.Array
+    steps: jax.Array
+    status: jax.Array
+    start_loss: jax.Array
+    loss_sum: jax.Array
+    loss_count: jax.Array
+    noise: NoiseState
+    reach: ReachState
+    ema_params: Any  # the parameters' moving average before bias correction (None: off)
+
+
+class GroupProgram:
+    """The compiled init and chunk functions for one GroupSpec on one mesh."""
+
+    def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
+        self.task, self.spec, self.mesh = task, spec, mesh
+        self.tx_factory = make_optimizer(spec.optimizer)
+        self.metric_names = tuple(m for m in task.metrics if m != "train_loss")
+        self.schedule = reach.schedule(spec.eval_points, spec.total_steps + spec.chunk_steps + 1,
+                                       spec.hessian_every, spec.reach)
+        self._init = jax.jit(self._init_fn)
+        self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
+        self._final = jax.jit(self._final_fn)
+        self._take = jax.jit(self._take_fn)
+        # Per group width (the runs axis): compiled chunk, its compile seconds, chunks run.
+        self.compiled: dict[int, Callable] = {}
+        self.compile_s: dict[int, float] = {}
+        self.chunks_at: dict[int, int] = {}
+
+    # ------------------------------------------------------------ per-run pieces (vmapped)
+    def _tx(self, hparams: dict[str, jax.Array]) -> optax.GradientTransformation:
+        return optax.inject_hyperparams(self.tx_factory)(**hparams)
+
+    def _new_perm(self, key: jax.Array, epoch: jax.Array) -> jax.Array:
+        """This epoch's order, padded (or cut, with drop_last) to steps_per_epoch x batch."""
+        spec = self.spec
+        perm = jax.random.permutation(jax.random.fold_in(key, epoch), spec.num_train)
+        length = spec.steps_per_epoch * spec.batch_size
+        if length > spec.num_train:
+            perm = jnp.concatenate([perm, jnp.zeros(length - spec.num_train, perm.dtype)])
+        return perm[:length]
+
+    def _batch(self, rs: RunState, data: Any, step: jax.Array) -> tuple[Any, jax.Array]:
+        """This step's examples and their weights (0 pads a kept partial last batch)."""
+        spec, size = self.spec, self.spec.batch_size
+        if spec.num_train is None:
+            return self.task.sample(jax.random.fold_in(rs.data_key, step), size), jnp.ones(size)
+        start = (step % spec.steps_per_epoch) * size
+        idx = jax.lax.dynamic_slice(rs.perm, (start,), (size,))
+        weights = (start + jnp.arange(size) < spec.num_train).astype(jnp.float32)
+        return jax.tree.map(lambda a: a[idx], data), weights
+
+    def _evaluate(self, rs: RunState, eval_data: Any) -> dict[str, jax.Array]:
+        """The task's metrics of the parameters, and of their moving average with eval.ema_decay."""
+        metrics = self.task.evaluate(rs.params, eval_data)
+        out = {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
+        if self.spec.param_ema is not None:
+            averaged = self.task.evaluate(ema_params(rs, self.spec.param_ema), eval_data)
+            out.update({k + EMA_SUFFIX: averaged[k].astype(jnp.float32) for k in self.metric_names})
+        return out
+
+    def _init_run(self, seed: jax.Array, hparams: dict[str, jax.Array], data: Any, eval_data: Any
+                  ) -> tuple:
+        init_key, data_key = jax.random.split(jax.random.key(seed))
+        params = self.task.init(init_key)
+        opt_state = self._tx(hparams).init(params)
+        spec = self.spec
+        perm_len = spec.steps_per_epoch * spec.batch_size if spec.num_train else 1
+        zero, no_steps = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+        rs = RunState(
+            params=params, opt_state=opt_state, base_lr=hparams["learning_rate"],
+            data_key=data_key, perm=jnp.zeros(perm_len, jnp.int32), steps=no_steps,
+            status=jnp.full((), Status.RUNNING, jnp.int32), start_loss=zero, loss_sum=zero,
+            loss_count=zero, noise=measure.init(spec),
+            reach=reach.init(len(spec.targets), len(spec.eval_points), spec.reach),
+            ema_params=None if spec.param_ema is None else jax.tree.map(jnp.zeros_like, params))
+        return self._after_eval(rs, data, eval_data, self.schedule, jnp.zeros((), jnp.int32),
+                                jnp.asarray(spec.total_steps == 0), jnp.asarray(False))
+
+    def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array) -> RunState:
+        spec = self.spec
+        batch, weights = self._batch(rs, data, step)
+        out, valid = measure.step_gradient(spec, self.task.per_example_loss, self.mesh, rs.params,
+                                           rs.opt_state, batch, weights, step)
+        lr = rs.base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
+                                        spec.final_fraction)
+        opt_state = set_learning_rate(rs.opt_state, lr)
+        tx = self._tx(dict(opt_state.hyperparams))
+        updates, opt_state = tx.update(out.grad, opt_state, rs.params)
+        params = optax.apply_updates(rs.params, updates)
+        finite = jnp.isfinite(out.loss)
+        noise = measure.add_step(spec, rs.noise, out, valid & live & finite)
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(live, n, o), new, old)
+        averaged = rs.ema_params
+        if spec.param_ema is not None:
+            d = spec.param_ema
+            averaged = keep(jax.tree.map(lambda a, p: d * a + (1 - d) * p, averaged, params), averaged)
+        return rs._replace(
+            params=keep(params, rs.params), opt_state=keep(opt_state, rs.opt_state),
+            ema_params=averaged,
+            steps=rs.steps + live, status=jnp.where(live & ~finite, Status.DIVERGED, rs.status),
+            loss_sum=rs.loss_sum + jnp.where(live, out.loss, 0.0), loss_count=rs.loss_count + live,
+            noise=noise)
+
+    def _after_eval(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
+                    point: jax.Array, is_last: jax.Array, hessian: jax.Array
+                    ) -> tuple[RunState, dict[str, jax.Array]]:
+        """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
+        spec = self.spec
+        metrics = self._evaluate(rs, eval_data)
+        here = (rs.steps == point) & (rs.status == Status.RUNNING)
+        noise, hessian_point = measure.hessian_update(
+            spec, self.task, rs.params, rs.data_key, rs.noise, data, point, hessian, here)
+        start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
+        targets = reach.update(rs.reach, spec.reach, spec.targets, metrics, point,
+                               sched.index[point], sched, here)
+        status = next_status(spec, rs.status, metrics["eval_loss"], start_loss, here, is_last,
+                             reach.all_settled(targets))
+        row = dict(metrics, step=rs.steps, recorded=here, status=status, lr=opt_lr(rs),
+                   train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1),
+                                        jnp.nan),
+                   **measure.record(spec, noise, hessian_point))
+        reset = lambda x: jnp.where(here, jnp.zeros_like(x), x)
+        rs = rs._replace(status=status, start_loss=start_loss, reach=targets,
+                         noise=measure.new_interval(noise, here), loss_sum=reset(rs.loss_sum),
+                         loss_count=reset(rs.loss_count))
+        return rs, row
+
+    # ------------------------------------------------------------ group-level (compiled)
+    def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
+        return jax.vmap(fn, in_axes=in_axes, spmd_axis_name="runs")
+
+    def _init_fn(self, seeds: jax.Array, hparams: dict, status: jax.Array, data: Any,
+                 eval_data: Any) -> tuple:
+        """Every run's first state and its row at step 0."""
+        rs, row = self._vmap(self._init_run, (0, 0, None, None))(seeds, hparams, data, eval_data)
+        rs = rs._replace(status=jnp.where(status == Status.PADDING, Status.PADDING, rs.status))
+        return self._shard_runs(rs), self._replicate(row)
+
+    def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
+                  first_step: jax.Array) -> tuple[RunState, dict]:
+        spec = self.spec
+        steps = first_step + jnp.arange(spec.chunk_steps)
+        after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None, None))
+        row_shape = jax.eval_shape(
+            lambda r: after_eval(r, data, eval_data, sched, steps[0], False, False)[1], rs)
+
+        def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
+            live = (rs.status == Status.RUNNING) & (step < spec.total_steps)
+            if spec.num_train is not None:
+                epoch = step // spec.steps_per_epoch
+                perm = jax.lax.cond(step % spec.steps_per_epoch == 0,
+                                    lambda: self._vmap(self._new_perm, (0, None))(rs.data_key, epoch),
+                                    lambda: rs.perm)
+                rs = rs._replace(perm=perm)
+            rs = jax.lax.cond(jnp.any(live), lambda r: self._vmap(self._train_step, (0, None, None, 0))(
+                r, data, step, live), lambda r: r, rs)
+            point = step + 1
+            rs, row = jax.lax.cond(
+                sched.index[point] >= 0,
+                lambda r: after_eval(r, data, eval_data, sched, point, point == spec.total_steps,
+                                     sched.hessian[point]),
+                lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), row_shape)), rs)
+            return rs, dict(row, status=rs.status)
+
+        rs, rows = jax.lax.scan(body, rs, steps)
+        return self._shard_runs(rs), self._replicate(rows)
+
+    def _take_fn(self, rs: RunState, take: jax.Array, pad: jax.Array) -> RunState:
+        """The runs in slots `take` (every leaf, optimizer state and keys included), pads marked."""
+        rs = jax.tree.map(lambda x: jnp.take(x, take, axis=0), rs)
+        return self._shard_runs(rs._replace(status=jnp.where(pad, Status.PADDING, rs.status)))
+
+    def _shard_runs(self, rs: RunState) -> RunState:
+        """Every state leaf has the runs axis first; pinning it keeps one compiled chunk valid."""
+        return jax.lax.with_sharding_constraint(rs, NamedSharding(self.mesh, P("runs")))
+
+    def _replicate(self, tree: Any) -> Any:
+        """Metrics are read by every process, so they are gathered to all devices (small)."""
+        return jax.lax.with_sharding_constraint(tree, NamedSharding(self.mesh, P()))
+
+    # ------------------------------------------------------------ host side
+    def init(self, runs: list[RunSpec], status: np.ndarray, data: Any, eval_data: Any
+             ) -> tuple[RunState, dict]:
+        seeds = jnp.asarray([r.seed for r in runs], jnp.uint32)
+        hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
+                   for k in hparam_names(self.spec.optimizer)}
+        return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
+
+    def final_view(self, rs: RunState) -> dict:
+        """The small per-run facts the host needs at the end, gathered for every process."""
+        return self._final(rs)
+
+    def _final_fn(self, rs: RunState) -> dict:
+        return self._replicate({"status": rs.status, "steps": rs.steps})
+
+    def take(self, rs: RunState, take: np.ndarray, pad: np.ndarray) -> RunState:
+        """A smaller group: the state's slots `take`, the `pad` ones marked Status.PADDING."""
+        return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
+
+    def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int):
+        """Run one chunk; the first call at a width compiles ahead, so compile time is apart."""
+        width = int(rs.status.shape[0])
+        args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32))
+        self._compile(width, args)
+        self.chunks_at[width] = self.chunks_at.get(width, 0) + 1
+        return self.compiled[width](*args)
+
+    def _compile(self, width: int, args: tuple) -> Any:
+        """The chunk at `width`, compiled once; `args` may hold abstract (shape-only) state."""
+        if width not in self.compiled:
+            start = time.perf_counter()
+            self.compiled[width] = self._chunk.lower(*args).compile()
+            self.compile_s[width] = time.perf_counter() - start
+        return self.compiled[width]
+
+    def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
+        """XLA's memory analysis of the chunk at `width` (per device), compiled ahead from the
+        state's shapes alone, so no state is allocated; the group that trains at this width
+        reuses the compiled chunk. None where the backend gives no analysis."""
+        seeds = jax.ShapeDtypeStruct((width,), jnp.uint32)
+        hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
+                   for k in hparam_names(self.spec.optimizer)}
+        status = jax.ShapeDtypeStruct((width,), jnp.int32)
+        shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
+        runs = NamedSharding(self.mesh, P("runs"))
+        rs = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
+        args = (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32))
+        return self._compile(width, args).memory_analysis()
+
+
+def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,
+                here: jax.Array, is_last: jax.Array, all_hit: jax.Array) -> jax.Array:
+    """A run recorded `here`: diverged (loss not finite, or above divergence_factor x its start),
+    completed (every target decided reached, when runs stop at targets; or at the end with
+    every target, or no targets), out of budget at the end, or still running."""
+    blown = ~jnp.isfinite(loss) | (loss > spec.divergence_factor * start_loss)
+    status = jnp.where(here & blown, Status.DIVERGED, status)
+    done_targets = here & all_hit & spec.stop_at_targets & (status == Status.RUNNING)
+    status = jnp.where(done_targets, Status.COMPLETED, status)
+    at_end = here & is_last & (status == Status.RUNNING)
+    status = jnp.where(at_end & (all_hit | (len(spec.targets) == 0)), Status.COMPLETED, status)
+    return jnp.where(at_end & (status == Status.RUNNING), Status.BUDGET_EXHAUSTED, status)
+
+
+def opt_lr(rs: RunState) -> jax.Array:
+    return rs.opt_state.hyperparams["learning_rate"].astype(jnp.float32)
+
+
+def ema_params(rs: RunState, decay: float) -> Any:
+    """The bias-corrected moving average of the parameters (the parameters before any step)."""
+    correction = 1.0 - decay ** rs.steps.astype(jnp.float32)
+    return jax.tree.map(lambda a, p: jnp.where(rs.steps > 0, a / jnp.maximum(correction, 1e-30), p),
+                        rs.ema_params, rs.params)
+
+
+def hparam_names(optimizer: str) -> tuple[str, ...]:
+    return HYPERPARAMS[optimizer]
