@@ -295,7 +295,7 @@ def heatmap(analysis: dict, records: list[dict], path: Path) -> Path | None:
     cells = _cells(analysis, target) if target else {}
     if not cells:
         return None
-    import matplotlib.colors as mcolors
+    import matplotlib.colors as mcolors  # matplotlib loads on the first figure (style.pyplot)
 
     plt = pyplot()
     sizes = sorted({b for b, _ in cells})

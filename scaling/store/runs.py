@@ -101,7 +101,7 @@ def add_extension(out: Path, record: dict[str, Any]) -> bool:
     The read-modify-write holds an exclusive lock, and the file is replaced atomically, so
     shards extending different batch sizes at once lose nothing and a reader never sees half.
     """
-    import fcntl
+    import fcntl  # POSIX only, so imported where the lock is taken
 
     Path(out).mkdir(parents=True, exist_ok=True)
     with open(Path(out) / f".{EXTENSIONS}.lock", "w") as lock:

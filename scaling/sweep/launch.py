@@ -41,6 +41,7 @@ class Resources:
 
 
 def import_submitit() -> ModuleType:
+    """submitit, an optional dependency (scaling[slurm]), or a ConfigError saying how to get it."""
     try:
         import submitit
     except ImportError:

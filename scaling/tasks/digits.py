@@ -34,7 +34,7 @@ def split_sizes(test_fraction: float) -> tuple[int, int]:
 @functools.lru_cache(maxsize=4)
 def load(test_fraction: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Images scaled to [0, 1] as (N, 64) float32, labels int32, split by a fixed permutation."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # ~1 s to import; only when used
 
     data = load_digits()
     x = (data.data / 16.0).astype(np.float32)

@@ -34,7 +34,7 @@ def split_sizes(num_samples: int) -> tuple[int, int]:
     make_dataset draws num_samples // 10 per class (so totals round down to a multiple of 10),
     then cuts at int(total * train_split); the split is read from mnist1d's own defaults.
     """
-    from mnist1d.data import get_dataset_args
+    from mnist1d.data import get_dataset_args  # ~1 s to import; only when used
 
     total = (num_samples // NUM_CLASSES) * NUM_CLASSES
     num_train = int(total * get_dataset_args().train_split)
@@ -44,7 +44,7 @@ def split_sizes(num_samples: int) -> tuple[int, int]:
 @functools.lru_cache(maxsize=4)
 def load(num_samples: int, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Generated (train, test) as x (N, 40) float32 and y int32, leaving global RNGs untouched."""
-    from mnist1d.data import get_dataset_args, make_dataset
+    from mnist1d.data import get_dataset_args, make_dataset  # ~1 s to import; only when used
 
     args = get_dataset_args()
     args.num_samples, args.seed = num_samples, seed
