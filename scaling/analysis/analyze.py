@@ -1,10 +1,10 @@
 """From run folders to the numbers of the papers: steps to target, best LR, S(B) fit, B_crit.
 
-For each target: the steps each run needs under the sweep's rule for "reached" (scaling.config.targets,
-interpolated between evaluation points), each batch size's learning rate and its steps under
-the chosen selection (scaling.analysis.selection), the trade-off S(B) = S_min + E_min / B fitted in log
-space with a bootstrap interval on B_crit = E_min / S_min, the scaling regimes of Shallue et al.
-(2018) and the noise scale at the crossing; beside it, B_crit under the first crossing and the
+For each target: the steps each run needs under the sweep's rule for "reached"
+(scaling.config.targets, interpolated between evaluation points), each batch size's learning
+rate and its steps under the chosen selection (scaling.analysis.selection), the trade-off
+S(B) = S_min + E_min / B fitted in log space with a bootstrap interval on B_crit = E_min /
+S_min, the scaling regimes of Shallue et al. (2018) and the noise scale at the crossing; beside it, B_crit under the first crossing and the
 fewest mean steps, the definition most papers used. Then the learning-rate rules against the
 measured optima. Output: the analysis.json contract (version 2, docs/results-format.md).
 """
@@ -26,6 +26,7 @@ from scaling.analysis.tradeoff import fit_tradeoff, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import LR_SELECTIONS
 from scaling.config.targets import FIRST, RULES, Reach
+from scaling.errors import need
 from scaling.formatting import number, text_table
 from scaling.store import finite
 
@@ -237,12 +238,9 @@ def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, st
     if reach is None:
         reach = sweep_reading(out)
     how = how or (cfg.get("analysis") or {}).get("lr_selection") or AnalysisConfig.lr_selection
-    if reach.rule not in RULES:
-        raise ConfigError(f"reached.rule: got {reach.rule!r}, expected one of {', '.join(RULES)}")
-    if not reach.window > 1:
-        raise ConfigError(f"reached.window: got {reach.window!r}, expected a number > 1")
-    if how not in LR_SELECTIONS:
-        raise ConfigError(f"lr_selection: got {how!r}, expected one of {', '.join(LR_SELECTIONS)}")
+    need(reach.rule in RULES, "reached.rule", reach.rule, f"one of {', '.join(RULES)}")
+    need(reach.window > 1, "reached.window", reach.window, "a number > 1")
+    need(how in LR_SELECTIONS, "lr_selection", how, f"one of {', '.join(LR_SELECTIONS)}")
     return reach, how
 
 
@@ -254,8 +252,7 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     are judged at the first target that some batch size reached.
     """
     out = Path(out)
-    if bootstrap < 0:
-        raise ConfigError(f"bootstrap: got {bootstrap!r}, expected a non-negative integer")
+    need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
     records = store.load(out)
     if not records:
         raise ConfigError(f"{out}: holds no finished runs (no runs/*/summary.json); "

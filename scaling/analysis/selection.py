@@ -86,8 +86,8 @@ def resampled_steps(steps: np.ndarray, how: str, draws: np.ndarray) -> np.ndarra
         return np.where(np.isinf(means), np.nan, means)
     out = np.full(len(draws), np.nan)
     for i, idx in enumerate(draws):
-        choice = choose(steps[:, idx], how, groups=idx)
+        drawn = steps[:, idx]
+        choice = choose(drawn, how, groups=idx)
         if choice is not None:
-            sub = steps[:, idx]
-            out[i] = choice.mean(sub)
+            out[i] = choice.mean(drawn)
     return out

@@ -76,7 +76,8 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST) -> 
     return table
 
 
-def lr_curves(table: list[dict], target: str, key: str = "steps_to_target") -> dict[int, list[LRCurve]]:
+def lr_curves(table: list[dict], target: str, key: str = "steps_to_target"
+              ) -> dict[int, list[LRCurve]]:
     """Per batch size, one LRCurve per combination of the optimizer scalars that are grid axes (a
     single one without such axes): the runs by learning rate, seeds aligned, for one target.
     `key` names the steps to read: steps_to_target (the sweep's rule) or first_crossing; with

@@ -137,7 +137,8 @@ def add_sweep(sub: Any) -> None:
     _add_run_options(p)
     p.add_argument("--no-analyze", action="store_true",
                    help="skip the analysis, figures and report.md that follow a complete sweep")
-    s = p.add_argument_group("launcher (scaling.sweep.launch; slurm needs pip install 'scaling[slurm]')")
+    s = p.add_argument_group(
+        "launcher (scaling.sweep.launch; slurm needs pip install 'scaling[slurm]')")
     s.add_argument("--launcher", choices=("local", "slurm"), default="local",
                    help="local: train here (default); slurm: submit one job array of shards")
     s.add_argument("--jobs", type=_positive(int),

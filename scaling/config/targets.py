@@ -17,7 +17,7 @@ small batch sizes look fast and the critical batch size comes out small. The rul
   (`eval_loss_ema` and the like, recorded with eval.ema_decay), as Zhang et al. (2024) did.
 
 `sustained` and `smoothed` need the run to go on past the crossing, to about window x (1 +
-step) - 1 (`horizon`); the engine keeps a run training until the rule can decide, so their
+step) - 1 (its horizon); the engine keeps a run training until the rule can decide, so their
 cost is that factor on each run's last target. Steps count from 1 + step so that step 0 has a
 place on the log axis; far from the start that is the window in step itself.
 
@@ -38,7 +38,6 @@ RULES = ("first", "sustained", "smoothed", "ema")
 DEFAULT_RULE = "smoothed"
 DEFAULT_WINDOW = 1.5
 EMA_SUFFIX = "_ema"
-OPS = ("<=", ">=")
 TARGET_PATTERN = re.compile(r"^\s*([a-z_]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
 
 
@@ -48,11 +47,6 @@ class Reach:
 
     rule: str = DEFAULT_RULE
     window: float = DEFAULT_WINDOW
-
-    @property
-    def confirms(self) -> bool:
-        """Whether the rule needs evaluations past the crossing to decide."""
-        return self.rule in ("sustained", "smoothed")
 
     def column(self, metric: str) -> str:
         """The metrics column the rule reads for `metric`."""
@@ -69,17 +63,12 @@ class Reach:
         return "first (first evaluation that meets the target)"
 
 
-
 FIRST = Reach("first")  # the first crossing: the definition most papers used
 
 
-def horizon(step: Any, window: float) -> Any:
-    """The step up to which `sustained` and `smoothed` read the curve for a crossing at `step`."""
-    return window * (1.0 + step) - 1.0
-
-
 def past_horizon(step: Any, start: Any, window: float) -> Any:
-    """Has a run that met the target from `start` on reached `step` >= horizon(start)? A
+    """Has a run that met the target from `start` on reached its horizon, `step` >= window x
+    (1 + start) - 1? A
     relative slack of 1e-6 makes float32 (in the engine) and float64 (here) agree."""
     return (1.0 + step) >= window * (1.0 + start) * (1.0 - 1e-6)
 
@@ -106,7 +95,7 @@ def first_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: float)
 def sustained_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: float,
                        window: float) -> float | None:
     """Rule `sustained`: the first point k that meets the target with every point up to
-    horizon(step_k) meeting it too, and the run recorded that far; interpolated as `first`."""
+    its horizon meeting it too, and the run recorded that far; interpolated as `first`."""
     ok = meets(values, op, value)
     start = None
     for k in range(len(steps)):
@@ -184,9 +173,8 @@ def smoothed_curve(steps: np.ndarray, values: np.ndarray, window: float
 
 def smoothed_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: float,
                       window: float) -> float | None:
-    """Rule `smoothed`: first crossing of the window means the run recorded far enough for."""
-    if meets(values[0], op, value):
-        return float(steps[0])
+    """Rule `smoothed`: first crossing of the window means the run recorded far enough for
+    (point 0 keeps its own value, so a target met at the start is met at step 0)."""
     means, valid = smoothed_curve(steps, values, window)
     return first_crossing(steps[valid], means[valid], op, value)
 

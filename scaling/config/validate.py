@@ -25,7 +25,8 @@ def parse_target(text: str) -> tuple[str, str, float]:
 
 def _validate_reached(cfg: Config) -> None:
     r = cfg.reached
-    need(r.rule in targets_mod.RULES, "reached.rule", r.rule, f"one of {', '.join(targets_mod.RULES)}")
+    need(r.rule in targets_mod.RULES, "reached.rule", r.rule,
+         f"one of {', '.join(targets_mod.RULES)}")
     need(r.window > 1, "reached.window", r.window,
          "a number > 1 (the window spans step/window .. step*window)")
     need(r.rule != "ema" or cfg.eval.ema_decay is not None, "reached.rule", r.rule,
@@ -36,7 +37,8 @@ def _validate_reached(cfg: Config) -> None:
 
 
 def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
-    need(lr.mode in names.LR_MODES, "learning_rate.mode", lr.mode, f"one of {', '.join(names.LR_MODES)}")
+    need(lr.mode in names.LR_MODES, "learning_rate.mode", lr.mode,
+         f"one of {', '.join(names.LR_MODES)}")
     need(lr.mode == "centered" or lr.span is None, "learning_rate.span", lr.span,
          "unset except with mode: centered")
     if lr.mode == "grid":
@@ -52,7 +54,8 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
             need(0 < lr.min <= lr.max, "learning_rate.min", lr.min, "0 < min <= max")
             need(lr.num >= 1, "learning_rate.num", lr.num, "an integer >= 1")
         return
-    need(lr.rule in names.LR_RULES, "learning_rate.rule", lr.rule, f"one of {', '.join(names.LR_RULES)}")
+    need(lr.rule in names.LR_RULES, "learning_rate.rule", lr.rule,
+         f"one of {', '.join(names.LR_RULES)}")
     if lr.mode == "centered":
         _validate_centered(lr)
     else:

@@ -3,8 +3,8 @@
 The grid is batch sizes x learning rates x seeds. Runs at one batch size share a compiled
 program and train as vmapped groups (at most train.max_group_size runs each). Finished runs
 (summary.json present) are skipped, so running the same command again resumes a killed sweep.
-`shard=(i, n)` trains only this host's share of the groups (scaling.sweep.grid.partition); a centred
-learning-rate grid grows at its edges after a batch size finishes (extensions.json).
+`shard=(i, n)` trains only this host's share of the groups (scaling.sweep.grid.partition); a
+centred learning-rate grid grows at its edges after a batch size finishes (extensions.json).
 """
 
 from __future__ import annotations

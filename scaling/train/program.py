@@ -223,7 +223,7 @@ class GroupProgram:
              ) -> tuple[RunState, dict]:
         seeds = jnp.asarray([r.seed for r in runs], jnp.uint32)
         hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
-                   for k in hparam_names(self.spec.optimizer)}
+                   for k in HYPERPARAMS[self.spec.optimizer]}
         return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
 
     def final_view(self, rs: RunState) -> dict:
@@ -259,7 +259,7 @@ class GroupProgram:
         reuses the compiled chunk. None where the backend gives no analysis."""
         seeds = jax.ShapeDtypeStruct((width,), jnp.uint32)
         hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
-                   for k in hparam_names(self.spec.optimizer)}
+                   for k in HYPERPARAMS[self.spec.optimizer]}
         status = jax.ShapeDtypeStruct((width,), jnp.int32)
         shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
         runs = NamedSharding(self.mesh, P("runs"))
@@ -292,6 +292,3 @@ def ema_params(rs: RunState, decay: float) -> Any:
     return jax.tree.map(lambda a, p: jnp.where(rs.steps > 0, a / jnp.maximum(correction, 1e-30), p),
                         rs.ema_params, rs.params)
 
-
-def hparam_names(optimizer: str) -> tuple[str, ...]:
-    return HYPERPARAMS[optimizer]

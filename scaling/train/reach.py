@@ -15,7 +15,7 @@ evaluation points), with scaling.config.targets.window_mean under jit.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -129,7 +129,3 @@ def all_settled(state: ReachState) -> jax.Array:
     """Every target's crossing known (False without targets)."""
     return jnp.all(state.settled) if state.settled.shape[0] else jnp.asarray(False)
 
-
-def host_view(state: Any) -> Any:
-    """What the host reads at the end: which targets were settled in the run."""
-    return state.settled
