@@ -25,7 +25,7 @@ def readme_flags(text: str) -> dict[str, set[str]]:
     """Per subcommand, the long options its rows of README's commands table show."""
     flags: dict[str, set[str]] = {}
     for line in text.splitlines():
-        match = re.match(r"\| `scaling (\w+)([^`]*)`", line)
+        match = re.match(r"\| `scaling ([\w-]+)([^`]*)`", line)
         if match:
             flags.setdefault(match.group(1), set()).update(re.findall(r"--[a-z][a-z-]*",
                                                                       match.group(2)))

@@ -108,10 +108,10 @@ def test_each_epoch_visits_every_example_once(drop_last, digits_cfg):
     key = jax.random.key(3)
     data = {"index": jnp.arange(n)}
     for epoch in range(2):
-        rs = SimpleNamespace(perm=program._new_perm(key, epoch), data_key=key)
+        rs = SimpleNamespace(perm=program.new_perm(key, epoch), data_key=key)
         seen = []
         for step in range(epoch * spec.steps_per_epoch, (epoch + 1) * spec.steps_per_epoch):
-            batch, weights = program._batch(rs, data, step)
+            batch, weights = program._batch(rs, data, step, 0)
             seen += [int(i) for i, w in zip(batch["index"], weights) if w > 0]
         expected = n - n % 100 if drop_last else n
         assert len(seen) == expected and len(set(seen)) == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import runpy
 import signal
 import subprocess
 import sys
@@ -120,17 +121,22 @@ def _summaries(out: Path) -> list[Path]:
     return list(out.glob("runs/*/summary.json"))
 
 
-@pytest.mark.slow
-def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path, assert_same, cfg_of,
-                                                                 on_disk, write_config):
-    config_path, out = write_config(tmp_path, **LONG), tmp_path / "killed"
-    proc = _scaling("sweep", config_path, "--out", str(out), "--quiet")
+def _kill_after_first_run(proc: subprocess.Popen, out: Path) -> int:
+    """SIGKILL a sweep once its first run has finished; the number of runs finished by then."""
     deadline = time.monotonic() + 120
     while not _summaries(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    finished = len(_summaries(out))
+    return len(_summaries(out))
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path, assert_same, cfg_of,
+                                                                 on_disk, write_config):
+    config_path, out = write_config(tmp_path, **LONG), tmp_path / "killed"
+    finished = _kill_after_first_run(_scaling("sweep", config_path, "--out", str(out), "--quiet"),
+                                     out)
     assert 0 < finished < 24, "the kill must land mid-sweep for this test to mean anything"
     assert main(["sweep", config_path, "--out", str(out), "--quiet"]) == 0
     runner.run(cfg_of(**LONG), tmp_path / "clean", quiet=True)
@@ -331,14 +337,30 @@ def test_add_extension_is_idempotent(tmp_path):
 # ---------------------------------------------------------------- configs/
 
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+
+
+def files_for(path: Path, folder: Path) -> list[str]:
+    """Overrides pointing a config that reads a user's files at ones written into `folder` the
+    way its header says to make them (its data are not part of the repository)."""
+    task = yaml.safe_load(path.read_text())["task"]
+    if task["name"] == "arrays":
+        write = runpy.run_path(str(ROOT / "experiments" / "write_digits_arrays.py"))["write"]
+        train, evals = write(folder)
+        return [f"task.train={train}", f"task.eval={evals}"]
+    if task["name"] == "tokens":
+        (folder / "a.txt").write_text("some text to train on\n" * 200)
+        assert main(["prepare-text", str(folder / "a.txt"), "--out", str(folder), "--quiet"]) == 0
+        return [f"task.train={folder / 'train.bin'}", f"task.eval={folder / 'eval.bin'}"]
+    return []
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_every_config_loads_and_plans(path):
+def test_every_config_loads_and_plans(path, tmp_path):
     from scaling.sweep import plan
 
-    cfg = config.load(path)
+    cfg = config.load(path, files_for(path, tmp_path))
     rows = [plan.for_config(cfg, size) for size in cfg.batch.sizes]
     assert all(r.total_steps > 0 for r in rows) and grid.expand(cfg)
     assert math.isfinite(sum(r.examples for r in rows))

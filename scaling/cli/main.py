@@ -18,6 +18,7 @@ RUNNERS = {
     "sweep": "scaling.cli.train:run_sweep",
     "analyze": "scaling.cli.analyze:run",
     "gns": "scaling.cli.gns:run_command",
+    "prepare-text": "scaling.cli.prepare:run",
 }
 
 

@@ -49,6 +49,16 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _open_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number with 0 < x < 1")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"got {text!r}, expected a non-negative integer")
@@ -195,7 +205,21 @@ def add_gns(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress; the table still prints")
 
 
-SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns)
+def add_prepare_text(sub: Any) -> None:
+    p = sub.add_parser(
+        "prepare-text", help="byte-level token files for task tokens from plain text files",
+        description="Concatenate the text files, tokenise them one token per byte (vocabulary "
+                    "256, uint16 ids) and write OUT/train.bin, OUT/eval.bin (the last "
+                    "--eval-fraction of the tokens) and OUT/meta.json (dtype, vocab, sources "
+                    "with sha256), the files task tokens reads.")
+    p.add_argument("files", nargs="+", help="text files, concatenated in the order given")
+    p.add_argument("--out", required=True, help="folder for train.bin, eval.bin and meta.json")
+    p.add_argument("--eval-fraction", type=_open_fraction, default=0.1,
+                   help="share of the tokens (the last ones) held out for evaluation (default 0.1)")
+    p.add_argument("--quiet", action="store_true", help="print nothing")
+
+
+SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from scaling.config.schema import Config, TaskConfig
+from scaling.config.schema import Config, ModelConfig, TaskConfig
 from scaling.config.validate import validate
 from scaling.errors import ConfigError
-from scaling.tasks import TASKS, task_class
+from scaling.tasks import is_import_path, task_class
 
 
 class _YAMLLoader(yaml.SafeLoader):
@@ -101,15 +101,38 @@ def build(cls: type, data: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
-def _build_task(data: Any) -> TaskConfig:
-    """The task section: `name` plus that task's own options, typed by the task registry."""
+def _section(data: Any, key: str, what: str) -> dict:
     if data is not None and not isinstance(data, dict):
-        raise ConfigError(f"task: got {data!r}, expected a mapping of name and the task's options")
-    data = dict(data or {})
-    name = data.pop("name", TaskConfig.name)
-    if name not in TASKS:
-        raise ConfigError(f"task.name: got {name!r}, expected one of {', '.join(sorted(TASKS))}")
+        raise ConfigError(f"{key}: got {data!r}, expected a mapping of name and {what}")
+    return dict(data or {})
+
+
+def _name(data: dict, key: str, default: str) -> str:
+    name = data.pop("name", default)
+    if not isinstance(name, str):
+        raise ConfigError(f"{key}.name: got {name!r}, expected a string")
+    return name
+
+
+def _build_task(data: Any) -> TaskConfig:
+    """The task section: `name` plus that task's own options, typed by the task registry (or by
+    the Options of the class an import path names)."""
+    data = _section(data, "task", "the task's options")
+    name = _name(data, "task", TaskConfig.name)
     return TaskConfig(name=name, options=build(task_class(name).Options, data, "task"))
+
+
+def _build_model(data: Any) -> ModelConfig:
+    """The model section: the built-in fields, or for a module named by import path, its
+    keyword arguments (checked against the module when the task validates)."""
+    data = _section(data, "model", "the model's settings")
+    name = _name(data, "model", ModelConfig.name)
+    if is_import_path(name):
+        return ModelConfig(name=name, kwargs=data)
+    if "kwargs" in data:  # filled from an outside module's own keys, never written directly
+        raise ConfigError("model.kwargs: unknown key; give an outside module's arguments as "
+                          "keys of the model section beside its import path")
+    return build(ModelConfig, {"name": name, **data}, "model")
 
 
 def from_dict(data: dict) -> Config:
@@ -118,8 +141,9 @@ def from_dict(data: dict) -> Config:
         raise ConfigError(f"config: got {data!r}, expected a mapping of sections")
     data = dict(data)
     task = _build_task(data.pop("task", None))
+    model = _build_model(data.pop("model", None))
     cfg = build(Config, data, "")
-    cfg.task = task
+    cfg.task, cfg.model = task, model
     validate(cfg)
     return cfg
 
@@ -128,6 +152,9 @@ def to_dict(cfg: Config) -> dict:
     """Plain-data form of a config (task options flattened back into the task section)."""
     out = dataclasses.asdict(dataclasses.replace(cfg, task=TaskConfig()))
     out["task"] = {"name": cfg.task.name, **dataclasses.asdict(cfg.task.options)}
+    model = out["model"]
+    out["model"] = ({"name": model["name"], **model["kwargs"]} if is_import_path(model["name"])
+                    else {k: v for k, v in model.items() if k != "kwargs"})
     return out
 
 

@@ -21,7 +21,17 @@ class TaskConfig:
 
 @dataclass
 class ModelConfig:
-    """Network shape. Each task accepts some model names; "default" picks the task's own."""
+    """Network shape. Each task accepts some model names; "default" picks the task's own.
+
+    mlp: hidden widths. cnn: channels (and on images dense, the widths between the convolutions
+    and the output). resnet: depth (6n + 2). norm (cnn, resnet): none, layer, group or batch
+    (ghost batch norm over slices of ghost_size examples); default: none for cnn, group for
+    resnet. transformer: d_model, num_layers, num_heads.
+
+    name may also be the import path of a flax module, `package.module:Class`, for the tasks
+    that accept outside models (docs/tasks.md); the section's other keys are then its keyword
+    arguments (`kwargs`) and the fields below are unused.
+    """
 
     name: str = "default"
     hidden: list[int] = field(default_factory=lambda: [128, 128])
@@ -29,6 +39,11 @@ class ModelConfig:
     d_model: int = 64
     num_layers: int = 2
     num_heads: int = 4
+    dense: list[int] = field(default_factory=list)
+    depth: int = 20
+    norm: str = "default"
+    ghost_size: int = 32
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -163,6 +178,19 @@ class TrainConfig:
 
 
 @dataclass
+class DataConfig:
+    """Where the training set lives while a group trains (results are the same either way).
+
+    placement: device (the whole set on every device, gathered there each step), host (each
+    chunk's batches gathered on the host from the task's arrays, memory-mapped where the files
+    allow, and transferred while the previous chunk trains), or auto (host when the set would
+    take more than a quarter of the device's memory limit, else device).
+    """
+
+    placement: str = "auto"
+
+
+@dataclass
 class ParallelConfig:
     """Mesh shape: data-parallel shards per run and device groups for independent runs."""
 
@@ -205,5 +233,6 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     seeds: list[int] = field(default_factory=lambda: [0])
     train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     gns: GNSConfig = field(default_factory=GNSConfig)

@@ -103,6 +103,7 @@ def validate(cfg: Config) -> None:
     _validate_reached(cfg)
     _validate_train(cfg)
     _validate_gns(cfg)
+    _validate_data(cfg, task)
 
 
 def _validate_optimizer(cfg: Config) -> None:
@@ -135,10 +136,11 @@ def _validate_batch(b: BatchConfig) -> None:
 
 
 def _validate_targets(cfg: Config, task: Any) -> None:
+    reported = task.metric_names(cfg.task.options)
     for text in cfg.targets:
         metric, _, _ = parse_target(text)
-        need(metric in task.metrics, "targets", text,
-             f"a metric task {cfg.task.name} reports: {', '.join(task.metrics)}")
+        need(metric in reported, "targets", text,
+             f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
     if cfg.learning_rate.mode == "centered" and cfg.learning_rate.max_extensions > 0:
         need(bool(cfg.targets), "targets", cfg.targets, "at least one target with "
              "learning_rate.mode: centered (the first one decides where the grid extends), "
@@ -165,6 +167,18 @@ def _validate_train(cfg: Config) -> None:
     need(cfg.parallel.data is None or cfg.parallel.data > 0, "parallel.data", cfg.parallel.data,
          "a positive integer or null (all devices)")
     need(cfg.parallel.runs > 0, "parallel.runs", cfg.parallel.runs, "a positive integer")
+
+
+def _validate_data(cfg: Config, task: Any) -> None:
+    placement = cfg.data.placement
+    need(placement in names.PLACEMENTS, "data.placement", placement,
+         f"one of {', '.join(names.PLACEMENTS)}")
+    if placement == "host":
+        need(task.finite_data, "data.placement", placement,
+             f"device or auto: task {cfg.task.name} draws its batches on the device")
+        need(not (cfg.gns.enabled and cfg.gns.hessian_every), "data.placement", placement,
+             "device or auto while gns.hessian_every is set (the Hessian probe draws examples "
+             "from the whole training set on the device)")
 
 
 def _validate_gns(cfg: Config) -> None:

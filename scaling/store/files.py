@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and a rename."""
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write `text` (or bytes) to `path` via a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

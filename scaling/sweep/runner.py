@@ -9,6 +9,7 @@ centred learning-rate grid grows at its edges after a batch size finishes (exten
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.writer import OnRecords, Writer
 from scaling.tasks import build_task
 from scaling.tasks.base import Task
-from scaling.train import memory
+from scaling.train import memory, stream
 from scaling.train.loop import run_group
 from scaling.train.mesh import is_leader, make_mesh, put_replicated
 from scaling.train.program import GroupProgram
@@ -34,7 +35,8 @@ from scaling.train.spec import GroupLayout, GroupSpec
 # Sections that may change between invocations into one folder: the grid's axes (which may grow
 # freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
 # and knobs that do not change results. Any other change makes earlier runs incomparable.
-GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis")
+GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis",
+             "data")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -92,6 +94,18 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         reach=cfg.reached.reach, eval_every=cfg.eval.every,
         points_per_decade=cfg.eval.points_per_decade, param_ema=cfg.eval.ema_decay)
     return spec, arith
+
+
+def placement(cfg: Config, task: Task) -> str:
+    """device or host: data.placement, or for auto the host when the training set would take
+    more than a quarter of the device's memory limit (CPU reports none: device)."""
+    if cfg.data.placement != "auto":
+        return cfg.data.placement
+    limit = memory.device_limit(cfg.train.memory_limit_gb)
+    arrays = task.train_arrays()
+    if limit is None or not task.finite_data or (cfg.gns.enabled and cfg.gns.hessian_every):
+        return "device"
+    return "host" if memory.tree_bytes(arrays) > limit / 4 else "device"
 
 
 def _eval_data(task: Task, cfg: Config) -> dict:
@@ -237,6 +251,7 @@ class Session:
         self.pending = {r.run_id: r for u in p.units for r in p.runs_of(u)
                         if r.run_id not in self.finished}
         self.context: tuple | None = None
+        self.host_data = False  # data.placement resolved to host (with the context)
         self.programs: dict[int, GroupProgram] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
         self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
@@ -251,12 +266,29 @@ class Session:
         if self.context is None:
             mesh = make_mesh(self.p.runs_axis, self.p.data_shards)
             task = build_task(cfg)
-            self.context = (mesh, task, put_replicated(mesh, task.train_arrays() or {}),
+            self.host_data = placement(cfg, task) == "host"
+            on_device = {} if self.host_data else task.train_arrays() or {}
+            if self.host_data:
+                self.say(f"training data streamed from the host "
+                         f"({memory.tree_bytes(task.train_arrays()) / memory.GB:.3g} GB)")
+            self.context = (mesh, task, put_replicated(mesh, on_device),
                             put_replicated(mesh, _eval_data(task, cfg)))
         if size not in self.programs:
             spec = self.p.specs[size][0]
+            if self.host_data:
+                arrays = self.context[1].train_arrays()
+                steps = stream.chunk_steps(spec.chunk_steps, size, len(cfg.seeds),
+                                           stream.example_bytes(arrays))
+                spec = dataclasses.replace(spec, host_data=True, chunk_steps=steps)
             self.programs[size] = GroupProgram(self.context[1], spec, self.context[0])
         return self.programs[size]
+
+    def _stream(self, program: GroupProgram, seeds: list[int]) -> stream.HostStream | None:
+        """The group's host stream (data.placement: host), else None."""
+        if not self.host_data:
+            return None
+        mesh, task = self.context[0], self.context[1]
+        return stream.HostStream(program.spec, task.train_arrays(), seeds, program.new_perm, mesh)
 
     def train(self, runs: list[PlannedRun]) -> list[dict[str, Any]]:
         """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each."""
@@ -270,8 +302,14 @@ class Session:
             size = group[0].batch_size
             program = self._program(size)
             _, task, data, eval_data = self.context
-            done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1], task,
-                                data, eval_data, self.p.runs_axis, self.quiet, self.on_records)
+            feed = self._stream(program, [r.spec.seed for r in group])
+            try:
+                done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1],
+                                    task, data, eval_data, self.p.runs_axis, self.quiet,
+                                    self.on_records, feed)
+            finally:
+                if feed is not None:
+                    feed.close()
             for r, s in zip(group, done):
                 self.finished[r.run_id] = s
                 self.pending.pop(r.run_id, None)
@@ -289,8 +327,11 @@ class Session:
         if device is None:
             return limit
         program = self._program(size)
-        _, _, data, eval_data = self.context
+        _, task, data, eval_data = self.context
         width = -(-limit // self.p.runs_axis) * self.p.runs_axis
+        if self.host_data:
+            data = stream.abstract(program.spec, task.train_arrays(), len(self.p.cfg.seeds),
+                                   self.context[0])
         fit = memory.group_width(program, width, data, eval_data, device, self.p.runs_axis)
         if fit is None or fit[0] >= limit:
             return limit
@@ -319,8 +360,8 @@ class Session:
 
 def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[PlannedRun],
                  arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any,
-                 runs_axis: int, quiet: bool, on_records: OnRecords | None = None
-                 ) -> list[dict[str, Any]]:
+                 runs_axis: int, quiet: bool, on_records: OnRecords | None = None,
+                 feed: stream.HostStream | None = None) -> list[dict[str, Any]]:
     desc = f"batch {group[0].batch_size}: {len(group)} runs"
     bar = tqdm(total=arith.total_steps, desc=desc, unit="step", disable=quiet or not is_leader(),
                leave=False, dynamic_ncols=True)
@@ -330,7 +371,7 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
 
     writer = Writer(cfg, out, group, arith, task, progress_bar, on_records)
     results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, writer,
-                                   runs_axis)
+                                   runs_axis, feed)
     summaries = writer.finish(results, compile_s)
     bar.close()
     return summaries

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from scaling.errors import need
+from scaling.tasks import is_import_path
 
 Batch = dict[str, jax.Array]
 Params = Any
@@ -32,6 +33,7 @@ class Task:
     metrics: ClassVar[tuple[str, ...]] = ("train_loss", "eval_loss")
     models: ClassVar[tuple[str, ...]] = ("default",)
     finite_data: ClassVar[bool] = True
+    outside_models: ClassVar[bool] = False  # model.name may be a flax module's import path
 
     def __init__(self, options: Any, model: Any) -> None:
         self.options = options
@@ -41,8 +43,16 @@ class Task:
     @classmethod
     def validate(cls, cfg: Any) -> None:
         """Reject a model name or options this task cannot use (raise ConfigError)."""
-        need(cfg.model.name in cls.models, "model.name", cfg.model.name,
-             f"one of {', '.join(cls.models)} for task {cls.name}")
+        accepted = ", ".join(cls.models)
+        if cls.outside_models:
+            accepted += " or the import path of a flax module (package.module:Class)"
+        ok = cfg.model.name in cls.models or (cls.outside_models and is_import_path(cfg.model.name))
+        need(ok, "model.name", cfg.model.name, f"{accepted} for task {cls.name or cfg.task.name}")
+
+    @classmethod
+    def metric_names(cls, options: Any) -> tuple[str, ...]:
+        """The metrics runs of these options report (a subset of `metrics` where it varies)."""
+        return cls.metrics
 
     @classmethod
     def tokens_per_example(cls, options: Any) -> int | None:
@@ -63,9 +73,18 @@ class Task:
         """The fixed evaluation set (may be empty when evaluation is exact)."""
         return {}
 
-    def sample(self, key: jax.Array, batch_size: int) -> Batch:
-        """A fresh batch drawn on the device (sampled tasks)."""
+    def sample(self, key: jax.Array, batch_size: int, data: Batch) -> Batch:
+        """A fresh batch drawn on the device (sampled tasks); `data` is train_arrays() on the
+        device (empty when the task has none), e.g. a token stream to cut windows from."""
         raise NotImplementedError(f"task {self.name} has a finite data set, not a sampler")
+
+    def augment(self, key: jax.Array, batch: Batch) -> Batch:
+        """This step's batch transformed on the device (finite tasks; default unchanged).
+
+        `key` comes from the run's data key and the step only, so runs that differ in learning
+        rate alone see identical augmented batches.
+        """
+        return batch
 
     # ---- model
     def init(self, key: jax.Array) -> Params:

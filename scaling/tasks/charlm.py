@@ -16,14 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from scaling.errors import need
-from scaling.tasks.base import Batch, Params, Task
-from scaling.tasks.models import (Transformer, accuracy, check_model_sizes, cross_entropy,
-                                  read_only)
+from scaling.tasks.models import LanguageModelTask, read_only
 
 VOCAB_SIZE = 128
 STDLIB_DIR = os.path.dirname(os.__file__)
@@ -98,26 +94,23 @@ def load(corpus_chars: int, seq_len: int,
     return pairs(windows[:num_train]), pairs(windows[num_train:])
 
 
-class CharLM(Task):
+class CharLM(LanguageModelTask):
     """Next-byte prediction with a small decoder-only Transformer (model.d_model etc.)."""
 
     name: ClassVar[str] = "charlm"
     Options: ClassVar[type] = CharLMOptions
-    metrics: ClassVar[tuple[str, ...]] = ("train_loss", "eval_loss", "eval_accuracy")
-    models: ClassVar[tuple[str, ...]] = ("default", "transformer")
     finite_data: ClassVar[bool] = True
 
     def __init__(self, options: CharLMOptions, model: Any) -> None:
         super().__init__(options, model)
         self.train, self.eval = load(int(options.corpus_chars), int(options.seq_len),
                                      float(options.eval_fraction))
-        self.net = Transformer(VOCAB_SIZE, model.d_model, model.num_layers, model.num_heads,
-                               max_len=options.seq_len)
+        self.seq_len = options.seq_len
+        self.net = self.network(VOCAB_SIZE, options.seq_len)
 
     @classmethod
     def validate(cls, cfg: Any) -> None:
         super().validate(cfg)
-        check_model_sizes(cfg.model, "transformer")
         o = cfg.task.options
         need(o.seq_len >= 1, "task.seq_len", o.seq_len, "a positive integer")
         need(0 < o.eval_fraction < 1, "task.eval_fraction", o.eval_fraction, "a number in (0, 1)")
@@ -141,19 +134,6 @@ class CharLM(Task):
 
     def eval_arrays(self) -> dict[str, np.ndarray]:
         return self.eval
-
-    def init(self, key: jax.Array) -> Params:
-        return self.net.init(key, jnp.zeros((1, self.options.seq_len), jnp.int32))["params"]
-
-    def per_example_loss(self, params: Params, batch: Batch) -> jax.Array:
-        """Mean per-token cross entropy (nats) of each sequence, shape (B,)."""
-        logits = self.net.apply({"params": params}, batch["x"])
-        return jnp.mean(cross_entropy(logits, batch["y"]), axis=-1)
-
-    def evaluate(self, params: Params, eval_data: Batch) -> dict[str, jax.Array]:
-        logits = self.net.apply({"params": params}, eval_data["x"])
-        return {"eval_loss": jnp.mean(cross_entropy(logits, eval_data["y"])),
-                "eval_accuracy": accuracy(logits, eval_data["y"])}
 
     def describe(self) -> dict[str, Any]:
         corpus = read_corpus(int(self.options.corpus_chars))

@@ -41,7 +41,7 @@ class LinReg(Task):
         need(o.dim > 0, "task.dim", o.dim, "a positive integer")
         need(o.noise_std >= 0, "task.noise_std", o.noise_std, "a number >= 0")
 
-    def sample(self, key: jax.Array, batch_size: int) -> Batch:
+    def sample(self, key: jax.Array, batch_size: int, data: Batch) -> Batch:
         kx, ke = jax.random.split(key)
         x = jax.random.normal(kx, (batch_size, self.options.dim), jnp.float32)
         noise = self.options.noise_std * jax.random.normal(ke, (batch_size,), jnp.float32)

@@ -6,7 +6,10 @@ so every model here is the textbook version with flax's default initialisers.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
+from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import flax.linen as nn
@@ -14,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from scaling.errors import need
+from scaling.errors import ConfigError, need
+from scaling.tasks import convnets, import_object, is_import_path
 from scaling.tasks.base import Batch, Params, Task
 
 
@@ -102,10 +106,28 @@ def arrays_sha256(arrays: dict[str, np.ndarray]) -> str:
     """Digest of named arrays (names, dtypes, shapes and bytes) so runs record their exact data."""
     digest = hashlib.sha256()
     for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
+        a = np.ascontiguousarray(arrays[name])  # no copy of a contiguous (memory-mapped) array
         digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        digest.update(a.tobytes())
+        digest.update(a.data)
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=32)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str | dict[str, str]:
+    """sha256 of a data file (of each file in a data folder), cached while the file is unchanged."""
+    p = Path(path)
+    if p.is_dir():
+        return {f.name: file_sha256(f) for f in sorted(p.iterdir()) if f.is_file()}
+    stat = p.stat()
+    return _digest(str(p.resolve()), stat.st_size, stat.st_mtime_ns)
 
 
 def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -115,28 +137,77 @@ def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def check_model_sizes(model: Any, name: str) -> None:
+def norm_of(model: Any, default: str) -> str:
+    return default if model.norm == "default" else model.norm
+
+
+def check_model_sizes(m: Any, name: str) -> None:
     """Reject network shapes that cannot be built, naming the model key (ConfigError)."""
     if name == "mlp":
-        need(all(w > 0 for w in model.hidden), "model.hidden", model.hidden,
+        need(all(w > 0 for w in m.hidden), "model.hidden", m.hidden,
              "a list of positive layer widths (empty for a linear model)")
-    elif name == "cnn":
-        need(len(model.channels) > 0 and all(c > 0 for c in model.channels), "model.channels",
-             model.channels, "a non-empty list of positive channel counts")
-    elif name == "transformer":
-        need(model.d_model > 0, "model.d_model", model.d_model, "a positive integer")
-        need(model.num_layers > 0, "model.num_layers", model.num_layers, "a positive integer")
-        need(model.num_heads > 0, "model.num_heads", model.num_heads, "a positive integer")
-        need(model.d_model % model.num_heads == 0, "model.d_model", model.d_model,
-             f"a multiple of model.num_heads={model.num_heads}")
+    if name == "cnn":
+        need(len(m.channels) > 0 and all(c > 0 for c in m.channels), "model.channels",
+             m.channels, "a non-empty list of positive channel counts")
+        need(all(w > 0 for w in m.dense), "model.dense", m.dense, "a list of positive widths")
+    if name == "resnet":
+        need(m.depth >= 8 and (m.depth - 2) % 6 == 0, "model.depth", m.depth,
+             "6n + 2 for n >= 1 (8, 14, 20, 32, 44, 56, 110: He et al.'s CIFAR ResNets)")
+    if name in ("cnn", "resnet"):
+        need(m.norm == "default" or m.norm in convnets.NORMS, "model.norm", m.norm,
+             f"default or one of {', '.join(convnets.NORMS)}")
+        need(m.ghost_size >= 1, "model.ghost_size", m.ghost_size, "a positive integer")
+    if name == "transformer":
+        need(m.d_model > 0, "model.d_model", m.d_model, "a positive integer")
+        need(m.num_layers > 0, "model.num_layers", m.num_layers, "a positive integer")
+        need(m.num_heads > 0, "model.num_heads", m.num_heads, "a positive integer")
+        need(m.d_model % m.num_heads == 0, "model.d_model", m.d_model,
+             f"a multiple of model.num_heads={m.num_heads}")
+
+
+def outside_module_class(model: Any) -> type[nn.Module]:
+    """The flax module class model.name imports, checked against the contract (ConfigError):
+    a flax.linen Module with a `num_outputs` field, which the task sets."""
+    cls = import_object(model.name, "model.name")
+    need(isinstance(cls, type) and issubclass(cls, nn.Module), "model.name", model.name,
+         "the import path of a flax.linen Module subclass")
+    fields = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("parent", "name")]
+    need("num_outputs" in fields, "model.name", model.name,
+         "a flax module with a field num_outputs (the task sets it: classes, targets or vocabulary)")
+    return cls
+
+
+def check_outside_module(model: Any) -> None:
+    """The module's keyword arguments name its fields, leave num_outputs to the task, and
+    construct it (no parameters are initialised here)."""
+    cls = outside_module_class(model)
+    fields = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("parent", "name")]
+    for key in model.kwargs:
+        need(key in fields and key != "num_outputs", f"model.{key}", model.kwargs[key],
+             f"no such key: {model.name} accepts "
+             + ", ".join(f for f in fields if f != "num_outputs") + " (num_outputs is set by the task)")
+    try:
+        cls(num_outputs=1, **model.kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"model: {model.name}(**{model.kwargs}) cannot be built: {err}") from None
+
+
+def outside_module(model: Any, num_outputs: int) -> nn.Module:
+    return outside_module_class(model)(num_outputs=num_outputs, **model.kwargs)
 
 
 class ClassifierTask(Task):
-    """A finite classification data set {"x", "y"} with an MLP or CNN; subclasses supply data."""
+    """A finite classification data set {"x", "y"}; subclasses supply the data.
+
+    The network: an MLP, a CNN (1-D on (L,) signals, the simple 2-D CNN on (H, W, C) images),
+    a CIFAR-style ResNet, or an outside flax module by import path. Options named
+    crop_padding and flip, where a task has them, augment (H, W, C) images on the device.
+    """
 
     metrics: ClassVar[tuple[str, ...]] = ("train_loss", "eval_loss", "eval_accuracy")
     num_classes: ClassVar[int] = 10
     default_model: ClassVar[str] = "mlp"
+    outside_models: ClassVar[bool] = True
 
     def __init__(self, options: Any, model: Any) -> None:
         super().__init__(options, model)
@@ -150,16 +221,49 @@ class ClassifierTask(Task):
     @classmethod
     def validate(cls, cfg: Any) -> None:
         super().validate(cfg)
-        check_model_sizes(cfg.model, cls.model_kind(cfg.model))
+        kind = cls.model_kind(cfg.model)
+        if is_import_path(kind):
+            check_outside_module(cfg.model)
+        else:
+            check_model_sizes(cfg.model, kind)
+
+    @classmethod
+    def check_augmentation(cls, cfg: Any, input_shape: tuple[int, ...]) -> None:
+        """Augmentation options need (H, W, C) images (ConfigError otherwise)."""
+        o = cfg.task.options
+        need(o.crop_padding >= 0, "task.crop_padding", o.crop_padding, "an integer >= 0")
+        need((o.crop_padding == 0 and not o.flip) or len(input_shape) == 3, "task.crop_padding"
+             if o.crop_padding else "task.flip", o.crop_padding or o.flip,
+             f"0 / false: augmentation needs (H, W, C) images, the inputs are {input_shape}")
 
     def load(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """(train, eval) dicts of x float32 and y int32; cached, deterministic in the options."""
         raise NotImplementedError
 
     def network(self) -> nn.Module:
-        if self.model_kind(self.model_config) == "cnn":
-            return CNN1D(tuple(self.model_config.channels), self.num_classes)
-        return MLP(tuple(self.model_config.hidden), self.num_classes)
+        m, kind = self.model_config, self.model_kind(self.model_config)
+        images = self.train["x"].ndim == 4
+        if is_import_path(kind):
+            return outside_module(m, self.num_outputs)
+        if kind == "resnet":
+            return convnets.resnet(m.depth, self.num_outputs, norm_of(m, "group"), m.ghost_size)
+        if kind == "cnn" and images:
+            return convnets.SimpleCNN(num_outputs=self.num_outputs, channels=tuple(m.channels),
+                                      dense=tuple(m.dense), norm=norm_of(m, "none"),
+                                      ghost_size=m.ghost_size)
+        if kind == "cnn":
+            return CNN1D(tuple(m.channels), self.num_outputs)
+        return MLP(tuple(m.hidden), self.num_outputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return self.num_classes
+
+    def augment(self, key: jax.Array, batch: Batch) -> Batch:
+        padding, flip = getattr(self.options, "crop_padding", 0), getattr(self.options, "flip", False)
+        if not padding and not flip:
+            return batch
+        return {**batch, "x": convnets.augment(key, batch["x"], padding, flip)}
 
     def train_arrays(self) -> dict[str, np.ndarray]:
         return self.train
@@ -185,3 +289,39 @@ class ClassifierTask(Task):
                 "num_eval": len(self.eval["y"]), "input_shape": list(self.train["x"].shape[1:]),
                 "num_classes": self.num_classes,
                 "data_sha256": arrays_sha256({**self.train, **evals})}
+
+
+class LanguageModelTask(Task):
+    """Next-token prediction on (B, T) windows {"x", "y"} with the Transformer or an outside
+    module that maps token ids to (B, T, vocab) logits; subclasses set vocab_size and seq_len."""
+
+    metrics: ClassVar[tuple[str, ...]] = ("train_loss", "eval_loss", "eval_accuracy")
+    models: ClassVar[tuple[str, ...]] = ("default", "transformer")
+    outside_models: ClassVar[bool] = True
+
+    @classmethod
+    def validate(cls, cfg: Any) -> None:
+        super().validate(cfg)
+        if is_import_path(cfg.model.name):
+            check_outside_module(cfg.model)
+        else:
+            check_model_sizes(cfg.model, "transformer")
+
+    def network(self, vocab_size: int, seq_len: int) -> nn.Module:
+        m = self.model_config
+        if is_import_path(m.name):
+            return outside_module(m, vocab_size)
+        return Transformer(vocab_size, m.d_model, m.num_layers, m.num_heads, max_len=seq_len)
+
+    def init(self, key: jax.Array) -> Params:
+        return self.net.init(key, jnp.zeros((1, self.seq_len), jnp.int32))["params"]
+
+    def per_example_loss(self, params: Params, batch: Batch) -> jax.Array:
+        """Mean per-token cross entropy (nats) of each sequence, shape (B,)."""
+        logits = self.net.apply({"params": params}, batch["x"])
+        return jnp.mean(cross_entropy(logits, batch["y"]), axis=-1)
+
+    def evaluate(self, params: Params, eval_data: Batch) -> dict[str, jax.Array]:
+        logits = self.net.apply({"params": params}, eval_data["x"])
+        return {"eval_loss": jnp.mean(cross_entropy(logits, eval_data["y"])),
+                "eval_accuracy": accuracy(logits, eval_data["y"])}

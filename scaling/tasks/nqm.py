@@ -51,7 +51,7 @@ class NQM(Task):
         for key in ("dim", "h_scale", "c_scale"):
             need(getattr(o, key) > 0, f"task.{key}", getattr(o, key), "a positive number")
 
-    def sample(self, key: jax.Array, batch_size: int) -> Batch:
+    def sample(self, key: jax.Array, batch_size: int, data: Batch) -> Batch:
         z = jax.random.normal(key, (batch_size, self.options.dim), jnp.float32)
         return {"z": z * jnp.sqrt(self.c)}
 

@@ -77,9 +77,10 @@ def hessian_probe(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array,
 
     def draw(key: jax.Array) -> Any:
         if spec.num_train is None:
-            return task.sample(key, size)
-        idx = jax.random.randint(key, (size,), 0, spec.num_train)
-        return jax.tree.map(lambda a: a[idx], data)
+            return task.sample(key, size, data)
+        index_key, augment_key = jax.random.split(key)
+        idx = jax.random.randint(index_key, (size,), 0, spec.num_train)
+        return task.augment(augment_key, jax.tree.map(lambda a: a[idx], data))
 
     key = jax.random.fold_in(jax.random.fold_in(data_key, 0x7FFFFFFF), point)
     grad_key, hessian_key = jax.random.split(key)

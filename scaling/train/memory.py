@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 
 GB = 1e9
 SAFETY = 0.8  # of the limit: room for the allocator, the init program, host transfers
@@ -38,8 +39,9 @@ def chunk_bytes(analysis: Any) -> int | None:
 
 
 def tree_bytes(*trees: Any) -> int:
-    """Bytes of the arrays in `trees` (replicated data: the same bytes on every device)."""
-    return sum(int(a.nbytes) for t in trees for a in jax.tree.leaves(t))
+    """Bytes of the arrays (or shapes) in `trees` (replicated: the same bytes on every device)."""
+    return sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize
+               for t in trees for a in jax.tree.leaves(t))
 
 
 def per_run_bytes(total: int, fixed: int, width: int, runs_axis: int) -> float:

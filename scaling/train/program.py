@@ -30,6 +30,10 @@ from scaling.train.schedules import lr_multiplier
 from scaling.train.spec import GroupSpec, RunSpec, Status
 
 
+# Folded into a run's data key for augmentation, apart from the epoch permutations' keys.
+AUGMENT_STREAM = 0x41554721
+
+
 class RunState(NamedTuple):
     """One run's whole state; every leaf has the runs axis first once vmapped."""
 
@@ -61,16 +65,17 @@ class GroupProgram:
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
         self._take = jax.jit(self._take_fn)
-        # Per group width (the runs axis): compiled chunk, its compile seconds, chunks run.
-        self.compiled: dict[int, Callable] = {}
-        self.compile_s: dict[int, float] = {}
-        self.chunks_at: dict[int, int] = {}
+        # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
+        # compile seconds, chunks run.
+        self.compiled: dict[Any, Callable] = {}
+        self.compile_s: dict[Any, float] = {}
+        self.chunks_at: dict[Any, int] = {}
 
     # ------------------------------------------------------------ per-run pieces (vmapped)
     def _tx(self, hparams: dict[str, jax.Array]) -> optax.GradientTransformation:
         return optax.inject_hyperparams(self.tx_factory)(**hparams)
 
-    def _new_perm(self, key: jax.Array, epoch: jax.Array) -> jax.Array:
+    def new_perm(self, key: jax.Array, epoch: jax.Array) -> jax.Array:
         """This epoch's order, padded (or cut, with drop_last) to steps_per_epoch x batch."""
         spec = self.spec
         perm = jax.random.permutation(jax.random.fold_in(key, epoch), spec.num_train)
@@ -79,15 +84,26 @@ class GroupProgram:
             perm = jnp.concatenate([perm, jnp.zeros(length - spec.num_train, perm.dtype)])
         return perm[:length]
 
-    def _batch(self, rs: RunState, data: Any, step: jax.Array) -> tuple[Any, jax.Array]:
-        """This step's examples and their weights (0 pads a kept partial last batch)."""
+    def _batch(self, rs: RunState, data: Any, step: jax.Array, slot: jax.Array
+               ) -> tuple[Any, jax.Array]:
+        """This step's examples and their weights (0 pads a kept partial last batch).
+
+        On the device the examples are gathered from the whole set by the run's permutation;
+        host-streamed, `data` holds this step's batch of each seed and `slot` picks the run's.
+        """
         spec, size = self.spec, self.spec.batch_size
         if spec.num_train is None:
-            return self.task.sample(jax.random.fold_in(rs.data_key, step), size), jnp.ones(size)
+            return (self.task.sample(jax.random.fold_in(rs.data_key, step), size, data),
+                    jnp.ones(size))
         start = (step % spec.steps_per_epoch) * size
-        idx = jax.lax.dynamic_slice(rs.perm, (start,), (size,))
         weights = (start + jnp.arange(size) < spec.num_train).astype(jnp.float32)
-        return jax.tree.map(lambda a: a[idx], data), weights
+        if spec.host_data:
+            batch = jax.tree.map(lambda a: a[slot], data)
+        else:
+            idx = jax.lax.dynamic_slice(rs.perm, (start,), (size,))
+            batch = jax.tree.map(lambda a: a[idx], data)
+        key = jax.random.fold_in(jax.random.fold_in(rs.data_key, AUGMENT_STREAM), step)
+        return self.task.augment(key, batch), weights
 
     def _evaluate(self, rs: RunState, eval_data: Any) -> dict[str, jax.Array]:
         """The task's metrics of the parameters, and of their moving average with eval.ema_decay."""
@@ -104,7 +120,7 @@ class GroupProgram:
         params = self.task.init(init_key)
         opt_state = self._tx(hparams).init(params)
         spec = self.spec
-        perm_len = spec.steps_per_epoch * spec.batch_size if spec.num_train else 1
+        perm_len = spec.steps_per_epoch * spec.batch_size if spec.num_train and not spec.host_data else 1
         zero, no_steps = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
         rs = RunState(
             params=params, opt_state=opt_state, base_lr=hparams["learning_rate"],
@@ -116,9 +132,10 @@ class GroupProgram:
         return self._after_eval(rs, data, eval_data, self.schedule, jnp.zeros((), jnp.int32),
                                 jnp.asarray(spec.total_steps == 0), jnp.asarray(False))
 
-    def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array) -> RunState:
+    def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array,
+                    slot: jax.Array) -> RunState:
         spec = self.spec
-        batch, weights = self._batch(rs, data, step)
+        batch, weights = self._batch(rs, data, step, slot)
         out, valid = measure.step_gradient(spec, self.task.per_example_loss, self.mesh, rs.params,
                                            rs.opt_state, batch, weights, step)
         lr = rs.base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
@@ -177,23 +194,29 @@ class GroupProgram:
         return self._shard_runs(rs), self._replicate(row)
 
     def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
-                  first_step: jax.Array) -> tuple[RunState, dict]:
+                  first_step: jax.Array, slots: jax.Array) -> tuple[RunState, dict]:
+        """`chunk_steps` steps of every run. Host-streamed, `data` holds the chunk's batches,
+        (seeds, chunk_steps, batch, ...), and `slots` each run's seed among them."""
         spec = self.spec
         steps = first_step + jnp.arange(spec.chunk_steps)
         after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None, None))
         row_shape = jax.eval_shape(
             lambda r: after_eval(r, data, eval_data, sched, steps[0], False, False)[1], rs)
+        train_step = self._vmap(self._train_step, (0, None, None, 0, 0))
 
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
             live = (rs.status == Status.RUNNING) & (step < spec.total_steps)
-            if spec.num_train is not None:
+            step_data = data
+            if spec.host_data:
+                step_data = jax.tree.map(lambda a: a[:, step - first_step], data)
+            elif spec.num_train is not None:
                 epoch = step // spec.steps_per_epoch
                 perm = jax.lax.cond(step % spec.steps_per_epoch == 0,
-                                    lambda: self._vmap(self._new_perm, (0, None))(rs.data_key, epoch),
+                                    lambda: self._vmap(self.new_perm, (0, None))(rs.data_key, epoch),
                                     lambda: rs.perm)
                 rs = rs._replace(perm=perm)
-            rs = jax.lax.cond(jnp.any(live), lambda r: self._vmap(self._train_step, (0, None, None, 0))(
-                r, data, step, live), lambda r: r, rs)
+            rs = jax.lax.cond(jnp.any(live), lambda r: train_step(r, step_data, step, live, slots),
+                              lambda r: r, rs)
             point = step + 1
             rs, row = jax.lax.cond(
                 sched.index[point] >= 0,
@@ -237,21 +260,33 @@ class GroupProgram:
         """A smaller group: the state's slots `take`, the `pad` ones marked Status.PADDING."""
         return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
 
-    def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int):
-        """Run one chunk; the first call at a width compiles ahead, so compile time is apart."""
+    def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int,
+              slots: np.ndarray | None = None):
+        """Run one chunk; the first call at a width compiles ahead, so compile time is apart.
+        `slots`: host-streamed, each run's seed among the chunk's batches (else unused)."""
         width = int(rs.status.shape[0])
-        args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32))
-        self._compile(width, args)
-        self.chunks_at[width] = self.chunks_at.get(width, 0) + 1
-        return self.compiled[width](*args)
+        slots = np.zeros(width, np.int32) if slots is None else slots
+        args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
+                jnp.asarray(slots, jnp.int32))
+        key = self.compile_key(width, data)
+        self._compile(key, args)
+        self.chunks_at[key] = self.chunks_at.get(key, 0) + 1
+        return self.compiled[key](*args)
 
-    def _compile(self, width: int, args: tuple) -> Any:
-        """The chunk at `width`, compiled once; `args` may hold abstract (shape-only) state."""
-        if width not in self.compiled:
+    def compile_key(self, width: int, data: Any) -> Any:
+        """What a compiled chunk is specific to: its width, and host-streamed the number of
+        seeds whose batches it receives."""
+        if not self.spec.host_data:
+            return width
+        return width, int(jax.tree.leaves(data)[0].shape[0])
+
+    def _compile(self, key: Any, args: tuple) -> Any:
+        """The chunk for `key`, compiled once; `args` may hold abstract (shape-only) state."""
+        if key not in self.compiled:
             start = time.perf_counter()
-            self.compiled[width] = self._chunk.lower(*args).compile()
-            self.compile_s[width] = time.perf_counter() - start
-        return self.compiled[width]
+            self.compiled[key] = self._chunk.lower(*args).compile()
+            self.compile_s[key] = time.perf_counter() - start
+        return self.compiled[key]
 
     def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
         """XLA's memory analysis of the chunk at `width` (per device), compiled ahead from the
@@ -264,8 +299,9 @@ class GroupProgram:
         shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
         runs = NamedSharding(self.mesh, P("runs"))
         rs = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
-        args = (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32))
-        return self._compile(width, args).memory_analysis()
+        args = (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32),
+                jax.ShapeDtypeStruct((width,), jnp.int32))
+        return self._compile(self.compile_key(width, data), args).memory_analysis()
 
 
 def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,

@@ -112,6 +112,7 @@ class GroupSpec:
     eval_every: int | None = None
     points_per_decade: int = 20
     param_ema: float | None = None  # decay of the parameters' moving average, None: off
+    host_data: bool = False  # batches arrive per chunk from the host (scaling.train.stream)
 
     @property
     def eval_points(self) -> np.ndarray:
