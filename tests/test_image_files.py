@@ -22,7 +22,7 @@ import pytest
 from scipy.io import savemat
 
 from scaling.errors import ConfigError
-from scaling.tasks import image_files
+from scaling.tasks import image_files, storage
 from scaling.tasks.image_files import DATASETS, ensure_files, files_sha256, load
 
 NUM_TRAIN, NUM_TEST = 20, 10
@@ -288,11 +288,11 @@ def test_a_download_cut_off_midway_leaves_no_file(tmp_path, monkeypatch):
 def test_scaling_data_and_xdg_cache_choose_the_folder(tmp_path, monkeypatch):
     parts = write_fixtures("mnist", tmp_path / "env" / "mnist")
     monkeypatch.setenv("SCALING_DATA", str(tmp_path / "env"))
-    assert image_files.data_dir() == tmp_path / "env"
+    assert storage.data_dir() == tmp_path / "env"
     np.testing.assert_array_equal(load("mnist", download=False)[0]["y"], parts["train"][1])
     monkeypatch.delenv("SCALING_DATA")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert image_files.data_dir() == tmp_path / "xdg" / "scaling"
+    assert storage.data_dir() == tmp_path / "xdg" / "scaling"
 
 
 def test_files_sha256_names_each_data_file(tmp_path):

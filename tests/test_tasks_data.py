@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from scaling.config import Config, ConfigError, ModelConfig, TaskConfig
-from scaling.tasks import charlm, digits, mnist1d
+from scaling.tasks import charlm, digits, mnist1d, storage
 from scaling.tasks.charlm import CharLM, CharLMOptions
 from scaling.tasks.digits import Digits, DigitsOptions
 from scaling.tasks.mnist1d import Mnist1D, Mnist1DOptions
@@ -30,7 +30,8 @@ LOADERS = (digits.load, mnist1d.load, charlm.load, charlm.read_corpus)
 
 
 def build(name: str, fresh: bool = False):
-    """The small task; fresh=True drops the in-process caches so the data is really rebuilt."""
+    """The small task; fresh=True drops the in-process caches so the data is really rebuilt
+    (the callers also point SCALING_DATA at an empty folder, so no disk cache serves it)."""
     if fresh:
         for loader in LOADERS:
             loader.cache_clear()
@@ -39,12 +40,15 @@ def build(name: str, fresh: bool = False):
 
 
 @pytest.fixture(scope="module", params=list(SMALL))
-def built(request):
+def built(request, tmp_path_factory):
     """(task, rebuilt task, their params for keys [k0, k0, k1]), initialised in ONE compile.
 
     XLA takes about a second per program on these CPUs, so each test compiles once per task.
     """
-    task, rebuilt = build(request.param), build(request.param, fresh=True)
+    task = build(request.param)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALING_DATA", str(tmp_path_factory.mktemp("fresh")))
+        rebuilt = build(request.param, fresh=True)
     keys = jnp.stack([jax.random.key(0), jax.random.key(0), jax.random.key(1)])
     init_both = jax.jit(lambda k: (jax.vmap(task.init)(k), jax.vmap(rebuilt.init)(k)))
     return task, rebuilt, *init_both(keys)
@@ -203,3 +207,49 @@ def test_bad_options_name_the_key(cfg, key):
                                  config("charlm", CharLMOptions(), name="transformer")])
 def test_default_options_validate(cfg):
     {"digits": Digits, "mnist1d": Mnist1D, "charlm": CharLM}[cfg.task.name].validate(cfg)
+
+
+# ---------------------------------------------------------------- the on-disk cache
+
+
+def test_generated_data_are_kept_on_disk_and_checked(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("SCALING_DATA", str(tmp_path))
+    built = []
+
+    def make():
+        built.append(1)
+        return {"a": np.arange(5, dtype=np.float32), "b": np.eye(2, dtype=np.int32)}
+
+    first = storage.cached("thing", "k1", make)
+    again = storage.cached("thing", "k1", make)
+    assert len(built) == 1 and all(np.array_equal(first[k], again[k]) for k in first)
+    path = tmp_path / "generated" / "thing-k1.npz"
+    data = bytearray(path.read_bytes())
+    data[-30] ^= 0xFF  # a flipped byte: the digest no longer matches
+    path.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        third = storage.cached("thing", "k1", make)
+    assert len(built) == 2 and "does not match its sha256" in caplog.text
+    assert np.array_equal(third["a"], first["a"])
+    assert storage.cached("thing", "k2", make) and len(built) == 3  # another key: built anew
+    assert not list((tmp_path / "generated").glob("*.tmp"))
+
+
+def test_a_cache_that_cannot_be_written_still_returns_the_data(tmp_path, monkeypatch, caplog):
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("SCALING_DATA", str(tmp_path / "file"))
+    with caplog.at_level("WARNING"):
+        out = storage.cached("thing", "k", lambda: {"a": np.ones(3)})
+    assert np.array_equal(out["a"], np.ones(3)) and "cannot keep" in caplog.text
+
+
+def test_mnist1d_reads_its_disk_copy_without_generating(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALING_DATA", str(tmp_path))
+    mnist1d.load.cache_clear()
+    first = mnist1d.load(200, 5)
+    mnist1d.load.cache_clear()
+    monkeypatch.setattr(mnist1d, "generate", lambda *a: pytest.fail("generated again"))
+    second = mnist1d.load(200, 5)
+    for a, b in zip(first, second):
+        assert all(np.array_equal(a[k], b[k]) for k in ("x", "y"))
+    mnist1d.load.cache_clear()

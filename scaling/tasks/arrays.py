@@ -20,7 +20,8 @@ import numpy as np
 
 from scaling.errors import ConfigError, need
 from scaling.tasks.base import Batch, Params
-from scaling.tasks.models import ClassifierTask, file_sha256, read_only
+from scaling.tasks.models import ClassifierTask
+from scaling.tasks.storage import file_sha256, read_only
 
 KEYS = ("x", "y")
 

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from scaling.errors import need
-from scaling.tasks.models import LanguageModelTask, read_only
+from scaling.tasks.models import LanguageModelTask
+from scaling.tasks.storage import read_only
 
 VOCAB_SIZE = 128
 STDLIB_DIR = os.path.dirname(os.__file__)

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from scaling.errors import need
-from scaling.tasks.models import ClassifierTask, read_only
+from scaling.tasks.models import ClassifierTask
+from scaling.tasks.storage import read_only
 
 NUM_IMAGES = 1797  # len(sklearn.datasets.load_digits().target); a test checks it
 

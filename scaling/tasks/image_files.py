@@ -26,7 +26,7 @@ from typing import BinaryIO
 import numpy as np
 
 from scaling.errors import need
-from scaling.tasks.models import file_sha256, read_only
+from scaling.tasks.storage import data_dir, file_sha256, read_only
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +95,6 @@ DATASETS: dict[str, ImageDataset] = {
          ("http://ufldl.stanford.edu/housenumbers/test_32x32.mat", "test_32x32.mat",
           "cdce80dfb2a2c4c6160906d0bd7c68ec5a99d7ca4831afa54f09182025b6a75b"))),
 }
-
-
-def data_dir() -> Path:
-    """$SCALING_DATA, else the user cache ($XDG_CACHE_HOME or ~/.cache)/scaling: one copy
-    per machine that every run shares."""
-    if os.environ.get("SCALING_DATA"):
-        return Path(os.environ["SCALING_DATA"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scaling"
 
 
 def read_idx(path: Path) -> np.ndarray:

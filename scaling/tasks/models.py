@@ -7,9 +7,6 @@ so every model here is the textbook version with flax's default initialisers.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import flax.linen as nn
@@ -20,6 +17,7 @@ import numpy as np
 from scaling.errors import ConfigError, need
 from scaling.tasks import convnets, import_object, is_import_path
 from scaling.tasks.base import Batch, Params, Task
+from scaling.tasks.storage import arrays_sha256
 
 
 class MLP(nn.Module):
@@ -92,49 +90,15 @@ class Transformer(nn.Module):
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
-    """Softmax cross entropy in nats for integer labels; the label axis is dropped."""
-    logp = jax.nn.log_softmax(logits, axis=-1)
+    """Softmax cross entropy in nats for integer labels; the label axis is dropped. Computed in
+    float32 whatever the logits' dtype (bfloat16 under train.precision)."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     return -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
 
 
 def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Fraction of positions whose arg-max logit is the label."""
     return jnp.mean(jnp.argmax(logits, axis=-1) == labels)
-
-
-def arrays_sha256(arrays: dict[str, np.ndarray]) -> str:
-    """Digest of named arrays (names, dtypes, shapes and bytes) so runs record their exact data."""
-    digest = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])  # no copy of a contiguous (memory-mapped) array
-        digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        digest.update(a.data)
-    return digest.hexdigest()
-
-
-@functools.lru_cache(maxsize=32)
-def _digest(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: str | Path) -> str | dict[str, str]:
-    """sha256 of a data file (of each file in a data folder), cached while the file is unchanged."""
-    p = Path(path)
-    if p.is_dir():
-        return {f.name: file_sha256(f) for f in sorted(p.iterdir()) if f.is_file()}
-    stat = p.stat()
-    return _digest(str(p.resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Freeze cached arrays so no caller can corrupt the copy other runs share."""
-    for a in arrays.values():
-        a.flags.writeable = False
-    return arrays
 
 
 def norm_of(model: Any, default: str) -> str:

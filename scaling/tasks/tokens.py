@@ -21,7 +21,8 @@ import numpy as np
 
 from scaling.errors import ConfigError, need
 from scaling.tasks.base import Batch
-from scaling.tasks.models import LanguageModelTask, file_sha256, read_only
+from scaling.tasks.models import LanguageModelTask
+from scaling.tasks.storage import file_sha256, read_only
 
 DTYPES = ("uint16", "uint32")
 META = "meta.json"
