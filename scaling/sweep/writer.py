@@ -12,6 +12,7 @@ from scaling.config import Config, targets
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.plan import Arithmetic
 from scaling.tasks.base import Task
+from scaling.train import precision
 from scaling.train.loop import RunResult
 from scaling.train.mesh import is_leader
 
@@ -43,6 +44,7 @@ class Writer:
                 "warmup_steps": self.arith.warmup_steps, "targets": self.cfg.targets,
                 "learning_rate": r.spec.learning_rate, "seed": r.spec.seed,
                 "reached": c["reached"], "eval": c["eval"], "gns": c["gns"],
+                "precision": precision.here(self.cfg.train.precision),
                 "data": self.task.describe()}
 
     def counts(self, steps: int) -> tuple[int, int | None]:

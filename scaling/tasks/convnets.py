@@ -53,11 +53,13 @@ class GhostBatchNorm(nn.Module):
         return y * scale + bias
 
     def _normalise(self, slices: jax.Array) -> jax.Array:
-        """(S, G, ..., C) -> zero mean, unit (biased) variance per slice and channel."""
+        """(S, G, ..., C) -> zero mean, unit (biased) variance per slice and channel; the
+        statistics in float32 whatever the input's dtype."""
         axes = tuple(range(1, slices.ndim - 1))
-        mean = jnp.mean(slices, axis=axes, keepdims=True)
-        var = jnp.var(slices, axis=axes, keepdims=True)
-        return (slices - mean) * jax.lax.rsqrt(var + self.epsilon)
+        wide = slices.astype(jnp.float32)
+        mean = jnp.mean(wide, axis=axes, keepdims=True)
+        var = jnp.var(wide, axis=axes, keepdims=True)
+        return ((wide - mean) * jax.lax.rsqrt(var + self.epsilon)).astype(slices.dtype)
 
 
 def norm_layer(kind: str, ghost_size: int, groups: int) -> Callable[[jax.Array], jax.Array]:
