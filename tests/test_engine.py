@@ -25,8 +25,10 @@ def curves(records: list[list[dict]], key: str) -> np.ndarray:
     return np.array([[row[key] for row in rows] for rows in records])
 
 
-def test_nqm_mean_loss_matches_closed_form(nqm_cfg, train):
-    cfg = nqm_cfg()
+@pytest.mark.parametrize("draw", ["examples", "means"])
+def test_nqm_mean_loss_matches_closed_form(draw, nqm_cfg, train):
+    """Drawing B noise vectors or each group's mean directly: the same expected loss curve."""
+    cfg = nqm_cfg(**{"task.draw": draw})
     seeds = 256
     _, records = train(cfg, [RunSpec(0.3, s) for s in range(seeds)])
     losses = curves(records, "eval_loss")
@@ -81,6 +83,23 @@ def test_one_device_and_eight_devices_agree(digits_cfg, train):
     for other in (data8, mixed):
         for key in ("eval_loss", "eval_accuracy", "train_loss", "gns_g2"):
             np.testing.assert_allclose(curves(other, key), curves(one, key), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.devices(8)
+def test_drawn_group_means_shard_over_devices_like_whole_batches(nqm_cfg, train):
+    """The NQM's group means (one weighted row per group) on 1 device, 8 data shards, and 2 x 4;
+    with 2 groups on 8 shards the rows cannot be split, so they are replicated."""
+    for groups in (8, 2):
+        cfg = nqm_cfg(**{"task.draw": "means", "batch.sizes": "[64]", "gns.groups": groups})
+        runs = [RunSpec(0.3, 0), RunSpec(0.1, 1)]
+        devices = jax.devices()
+        _, one = train(cfg, runs, make_mesh(1, 1, devices))
+        _, data8 = train(cfg, runs, make_mesh(1, 8, devices))
+        _, mixed = train(cfg, runs, make_mesh(2, 4, devices), runs_axis=2)
+        for other in (data8, mixed):
+            for key in ("eval_loss", "train_loss", "gns_g2"):
+                np.testing.assert_allclose(curves(other, key), curves(one, key), rtol=1e-4,
+                                           atol=1e-6)
 
 
 def test_same_config_twice_gives_identical_metrics(digits_cfg, train):

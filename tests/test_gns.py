@@ -77,6 +77,8 @@ def test_ema_is_bias_corrected_and_skips_invalid_updates():
     {"batch.sizes": "[32]", "gns.groups": 2},  # the cheapest split: 2 groups of 16
     {"batch.sizes": "[32]", "batch.accumulation": 4},  # 4 micro-batches of 8: B_small = 8
     {"batch.sizes": "[32]", "batch.accumulation": 2, "gns.groups": 8},  # 2 x 4 groups of 4
+    {"batch.sizes": "[32]", "task.draw": "means"},  # each group's mean drawn directly
+    {"batch.sizes": "[32]", "batch.accumulation": 2, "gns.groups": 8, "task.draw": "means"},
 ])
 def test_in_run_estimates_match_the_nqm_closed_form(overrides, nqm_cfg, train):
     """With a negligible step size the parameters stay at theta0, where |G|^2 and tr Sigma are exact."""
@@ -249,10 +251,11 @@ def test_preconditioned_needs_adam_and_every_must_be_positive(nqm_cfg):
         nqm_cfg(**{"gns.every": 0})
 
 
-def test_measuring_every_fourth_step_still_matches_the_closed_form(nqm_cfg, train):
+@pytest.mark.parametrize("draw", ["examples", "means"])
+def test_measuring_every_fourth_step_still_matches_the_closed_form(draw, nqm_cfg, train):
     """Plain steps between measurements must not count: they would pull tr Sigma towards 0."""
     cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, "batch.sizes": "[32]",
-                     "gns.every": 4})
+                     "gns.every": 4, "task.draw": draw})
     seeds = 32
     _, records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])
     exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))

@@ -35,7 +35,8 @@ SPECTRA = {
 
 def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int) -> config_mod.Config:
     return config_mod.from_dict({
-        "name": "nqm-bcrit", "task": {"name": "nqm", **task}, "optimizer": {"name": "sgd"},
+        "name": "nqm-bcrit", "task": {"name": "nqm", "draw": "means", **task},
+        "optimizer": {"name": "sgd"},
         "schedule": {"name": "constant"}, "batch": {"sizes": SIZES},
         "learning_rate": {"values": LRS}, "seeds": list(range(seeds)),
         "budget": {"max_steps": max_steps, "max_examples": 200 * SIZES[-1]}, "targets": targets,

@@ -78,6 +78,15 @@ class Task:
         device (empty when the task has none), e.g. a token stream to cut windows from."""
         raise NotImplementedError(f"task {self.name} has a finite data set, not a sampler")
 
+    # A task whose per-example loss is affine in the example may set this (per instance) and
+    # implement sample_means: the engine then draws each noise-scale group's mean example,
+    # weighted by the group's size, instead of the group (the same gradients in distribution).
+    draws_means: bool = False
+
+    def sample_means(self, key: jax.Array, num: int, size: int, data: Batch) -> Batch:
+        """`num` examples, each distributed as the mean of `size` i.i.d. examples."""
+        raise NotImplementedError(f"task {self.name} draws whole batches")
+
     def augment(self, key: jax.Array, batch: Batch) -> Batch:
         """This step's batch transformed on the device (finite tasks; default unchanged).
 

@@ -17,14 +17,22 @@ from scaling.errors import need
 from scaling.tasks.base import Batch, Task
 
 
+DRAWS = ("examples", "means")
+
+
 @dataclass
 class NQMOptions:
+    """draw: examples (B noise vectors per step, then averaged by the engine) or means (each
+    noise-scale group's mean drawn directly: the same distribution, O(dim) per step at any
+    batch size)."""
+
     dim: int = 100
     h_power: float = 1.0
     c_power: float = 1.0
     h_scale: float = 1.0
     c_scale: float = 1.0
     init_scale: float = 1.0
+    draw: str = "examples"
 
 
 def spectra(options: NQMOptions) -> tuple[np.ndarray, np.ndarray]:
@@ -43,6 +51,7 @@ class NQM(Task):
         h, c = spectra(options)
         self.h = jnp.asarray(h, jnp.float32)
         self.c = jnp.asarray(c, jnp.float32)
+        self.draws_means = options.draw == "means"
 
     @classmethod
     def validate(cls, cfg) -> None:
@@ -50,10 +59,17 @@ class NQM(Task):
         o = cfg.task.options
         for key in ("dim", "h_scale", "c_scale"):
             need(getattr(o, key) > 0, f"task.{key}", getattr(o, key), "a positive number")
+        need(o.draw in DRAWS, "task.draw", o.draw, f"one of {', '.join(DRAWS)}")
 
     def sample(self, key: jax.Array, batch_size: int, data: Batch) -> Batch:
         z = jax.random.normal(key, (batch_size, self.options.dim), jnp.float32)
         return {"z": z * jnp.sqrt(self.c)}
+
+    def sample_means(self, key: jax.Array, num: int, size: int, data: Batch) -> Batch:
+        """`num` group means of `size` noise vectors: z_bar ~ N(0, diag(c) / size). The loss is
+        affine in z, so a mean example's loss is the group's mean loss."""
+        z = jax.random.normal(key, (num, self.options.dim), jnp.float32)
+        return {"z": z * jnp.sqrt(self.c / size)}
 
     def init(self, key: jax.Array) -> jax.Array:
         """Deterministic start, so only the gradient noise is random and the closed form is exact."""

@@ -65,11 +65,11 @@ def micro_gradient(per_example_loss: Callable, params: Any, batch: Any, weights:
     return grad, value, jnp.sum(wsum), group_sq_norms(stacked, wsum, metrics)
 
 
-def group_partition(layout: GroupLayout) -> P:
-    """Shard the group axis over 'data' when it divides evenly, else the examples inside groups."""
+def group_partition(layout: GroupLayout, rows_per_group: int) -> P:
+    """Shard the group axis over 'data' when it divides evenly, else the rows inside groups."""
     if layout.groups_per_micro % layout.data_shards == 0:
         return P(None, "data")
-    if layout.group_size % layout.data_shards == 0:
+    if rows_per_group % layout.data_shards == 0:
         return P(None, None, "data")
     return P()
 
@@ -78,15 +78,18 @@ def batch_gradient(per_example_loss: Callable, params: Any, batch: Any, weights:
                    layout: GroupLayout, mesh: Mesh | None = None, metric: Any = None) -> GradOut:
     """Weighted mean loss and gradient over the batch, plus the group statistics for the GNS.
 
-    With a `metric` (diagonal weights shaped like params, e.g. Adam's preconditioner squared),
-    the squared norms are also taken in that metric: a second entry in sq_small and sq_big.
+    The batch has layout.group_size rows per group, or fewer, each weighted for the examples it
+    stands for (one mean example per group: Task.sample_means). With a `metric` (diagonal
+    weights shaped like params, e.g. Adam's preconditioner squared), the squared norms are also
+    taken in that metric: a second entry in sq_small and sq_big.
     """
     metrics = (None,) if metric is None else (None, metric)
-    shape = (layout.accumulation, layout.groups_per_micro, layout.group_size)
+    rows = weights.shape[0] // layout.num_groups
+    shape = (layout.accumulation, layout.groups_per_micro, rows)
     cut = lambda a: a.reshape(*shape, *a.shape[1:])
     batch, weights = jax.tree.map(cut, batch), cut(weights)
     if mesh is not None:
-        sharding = NamedSharding(mesh, group_partition(layout))
+        sharding = NamedSharding(mesh, group_partition(layout, rows))
         batch, weights = jax.lax.with_sharding_constraint((batch, weights), sharding)
     micro = lambda b, w: micro_gradient(per_example_loss, params, b, w, metrics)
     if layout.accumulation == 1:
