@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -111,3 +114,21 @@ def test_smoke_config_runs_end_to_end(tmp_path, capsys):
     assert len(figures) == 6 and all((out / "figures" / f).stat().st_size > 10_000 for f in figures)
     report = (out / "report.md").read_text()
     assert all(f"figures/{f}" in report for f in figures)
+
+
+def test_compiled_programs_are_kept_unless_told_not_to(tmp_path):
+    """Each in its own process: jax reads its cache folder once per process."""
+    config = write(tmp_path, NQM)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "home"))
+
+    def sweep(out: str, *flags: str) -> None:
+        subprocess.run([sys.executable, "-m", "scaling.cli", "sweep", config, "budget.max_steps=7",
+                        "--out", str(tmp_path / out), "--quiet", "--no-analyze", *flags],
+                       check=True, env=env, capture_output=True)
+
+    sweep("a", "--compile-cache", str(tmp_path / "kept"))
+    assert any(p.name.startswith("jit__chunk_fn") for p in (tmp_path / "kept").iterdir())
+    sweep("b", "--no-compile-cache")
+    assert not (tmp_path / "home").exists()
+    sweep("c")  # the default folder, under the user cache
+    assert any((tmp_path / "home" / "scaling" / "jax-compile").iterdir())

@@ -17,6 +17,7 @@ from scaling.formatting import number
 from scaling.report.figures import noise_scale_vs_loss
 from scaling.sweep import runner
 from scaling.sweep.grid import expand
+from scaling.train import compile_cache
 
 COLUMNS = (("step", "step"), ("examples", "examples"), ("train_loss", "train loss"),
            ("b_simple", "B_simple"), ("b_noise", "B_noise"), ("b_simple_precond", "B_simple (Adam)"))
@@ -85,6 +86,7 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False) 
 
 def run_command(args: argparse.Namespace) -> int:
     cfg = narrow(load(args.config, args.overrides), args.batch_size, args.lr)
+    compile_cache.enable(args.compile_cache, args.no_compile_cache)
     out = args.out or f"runs/{cfg.name}-gns"
     record = run(cfg, out, args.force, args.quiet)  # prints the table as it trains
     print(f"{record['run_id']}: {record['summary']['status']}; run files in {out}/runs, "

@@ -116,9 +116,17 @@ def add_plan(sub: Any) -> None:
     c.add_argument("--batch-ref", type=_positive(int), help="reference batch size for lr rules")
 
 
+def _add_compile_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compile-cache", metavar="DIR",
+                   help="keep compiled programs here, so a resumed or repeated run does not "
+                        "compile again (default: ~/.cache/scaling/jax-compile)")
+    p.add_argument("--no-compile-cache", action="store_true", help="compile everything afresh")
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="sweep config (YAML)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    _add_compile_cache(p)
     p.add_argument("--out", help="results folder (default: runs/<config name>)")
     p.add_argument("--force", action="store_true", help="write into a folder made by another config")
     p.add_argument("--quiet", action="store_true", help="no progress (logs, CI); errors and the "
@@ -203,6 +211,7 @@ def add_gns(sub: Any) -> None:
     p.add_argument("--out", help="results folder (default: runs/<config name>-gns)")
     p.add_argument("--force", action="store_true", help="write into a folder made by another config")
     p.add_argument("--quiet", action="store_true", help="no progress; the table still prints")
+    _add_compile_cache(p)
 
 
 def add_prepare_text(sub: Any) -> None:

@@ -12,6 +12,7 @@ from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
 from scaling.sweep import launch, runner
+from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
 
 # Options that mean something only to the slurm launcher (argparse dest -> flag).
@@ -52,6 +53,7 @@ def _out(cfg: Any, args: argparse.Namespace) -> str:
 def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> int:
     """Train (or, with --dry-run, only describe), then print the end table per batch size."""
     maybe_initialize_distributed()
+    compile_cache.enable(args.compile_cache, args.no_compile_cache)
     out = _out(cfg, args)
     prepared = runner.prepare(cfg, out, batch_sizes, args.force, args.shard)
     if args.dry_run:

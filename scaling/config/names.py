@@ -8,6 +8,7 @@ LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 PLACEMENTS = ("auto", "device", "host")
+PRECISIONS = ("auto", "float32", "bfloat16")
 
 # The scalars each optimizer family reads (its optax factory takes exactly these).
 HYPERPARAMS: dict[str, tuple[str, ...]] = {

@@ -162,11 +162,14 @@ class AnalysisConfig:
 
 @dataclass
 class TrainConfig:
-    """Engine knobs that do not change results: chunking and stopping rules.
+    """Engine knobs: chunking, stopping rules, memory, precision.
 
     repack: at chunk boundaries, cut a group down to its still-running runs (fewer FLOPs).
     memory_limit_gb: device memory to plan groups for (default: what the device reports;
     CPU reports none); groups are cut so a compiled chunk fits (scaling.train.memory).
+    precision: float32, bfloat16 (matmuls and activations; parameters, optimizer state,
+    gradient statistics and loss reductions stay float32) or auto (bfloat16 on GPU and TPU,
+    float32 on CPU). Unlike the other knobs here it changes results, so a folder keeps one.
     """
 
     chunk_steps: int = 100
@@ -175,6 +178,7 @@ class TrainConfig:
     max_group_size: int | None = None
     repack: bool = True
     memory_limit_gb: float | None = None
+    precision: str = "auto"
 
 
 @dataclass

@@ -162,6 +162,8 @@ def _validate_train(cfg: Config) -> None:
     need(t.divergence_factor > 1, "train.divergence_factor", t.divergence_factor, "a number > 1")
     need(t.max_group_size is None or t.max_group_size > 0, "train.max_group_size",
          t.max_group_size, "a positive integer or null")
+    need(t.precision in names.PRECISIONS, "train.precision", t.precision,
+         f"one of {', '.join(names.PRECISIONS)}")
     need(t.memory_limit_gb is None or t.memory_limit_gb > 0, "train.memory_limit_gb",
          t.memory_limit_gb, "a positive number of gigabytes or null (the device's own limit)")
     need(cfg.parallel.data is None or cfg.parallel.data > 0, "parallel.data", cfg.parallel.data,

@@ -26,7 +26,7 @@ from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.writer import OnRecords, Writer
 from scaling.tasks import build_task
 from scaling.tasks.base import Task
-from scaling.train import memory, stream
+from scaling.train import memory, precision, stream
 from scaling.train.loop import run_group
 from scaling.train.mesh import is_leader, make_mesh, put_replicated
 from scaling.train.program import GroupProgram
@@ -47,6 +47,11 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, An
     """
     out = [(k, old.get(k), new[k]) for k in new
            if k not in GRID_KEYS and k != "optimizer" and old.get(k) != new[k]]
+    # A folder from before train.precision existed trained in float32.
+    old_precision = precision.here((old.get("train") or {}).get("precision", "float32"))
+    new_precision = precision.here(new["train"]["precision"])
+    if old_precision != new_precision:
+        out.append(("train.precision", old_precision, new_precision))
     old_opt, new_opt = dict(old.get("optimizer") or {}), dict(new["optimizer"])
     for k in config_mod.AXES:
         if isinstance(old_opt.get(k), list) or isinstance(new_opt.get(k), list):
@@ -92,7 +97,8 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         hessian_every=cfg.gns.hessian_every if cfg.gns.enabled else 0, gns_every=cfg.gns.every,
         preconditioned=cfg.gns.enabled and cfg.gns.preconditioned, repack=cfg.train.repack,
         reach=cfg.reached.reach, eval_every=cfg.eval.every,
-        points_per_decade=cfg.eval.points_per_decade, param_ema=cfg.eval.ema_decay)
+        points_per_decade=cfg.eval.points_per_decade, param_ema=cfg.eval.ema_decay,
+        precision=precision.here(cfg.train.precision))
     return spec, arith
 
 

@@ -22,7 +22,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from scaling.config.names import HYPERPARAMS
 from scaling.config.targets import EMA_SUFFIX
 from scaling.tasks.base import Task
-from scaling.train import measure, reach
+from scaling.train import measure, precision, reach
 from scaling.train.measure import NoiseState
 from scaling.train.optimizers import make_optimizer, set_learning_rate
 from scaling.train.reach import ReachState, Schedule
@@ -59,6 +59,8 @@ class GroupProgram:
         self.task, self.spec, self.mesh = task, spec, mesh
         self.tx_factory = make_optimizer(spec.optimizer)
         self.metric_names = tuple(m for m in task.metrics if m != "train_loss")
+        self.loss, self.evaluate = precision.in_compute_dtype(task.per_example_loss,
+                                                              task.evaluate, spec.precision)
         self.schedule = reach.schedule(spec.eval_points, spec.total_steps + spec.chunk_steps + 1,
                                        spec.hessian_every, spec.reach)
         self._init = jax.jit(self._init_fn)
@@ -92,6 +94,11 @@ class GroupProgram:
         host-streamed, `data` holds this step's batch of each seed and `slot` picks the run's.
         """
         spec, size = self.spec, self.spec.batch_size
+        if spec.num_train is None and self.task.draws_means:
+            groups, group_size = spec.layout.num_groups, spec.layout.group_size
+            means = self.task.sample_means(jax.random.fold_in(rs.data_key, step), groups,
+                                           group_size, data)
+            return means, jnp.full(groups, group_size, jnp.float32)
         if spec.num_train is None:
             return (self.task.sample(jax.random.fold_in(rs.data_key, step), size, data),
                     jnp.ones(size))
@@ -107,10 +114,10 @@ class GroupProgram:
 
     def _evaluate(self, rs: RunState, eval_data: Any) -> dict[str, jax.Array]:
         """The task's metrics of the parameters, and of their moving average with eval.ema_decay."""
-        metrics = self.task.evaluate(rs.params, eval_data)
+        metrics = self.evaluate(rs.params, eval_data)
         out = {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
         if self.spec.param_ema is not None:
-            averaged = self.task.evaluate(ema_params(rs, self.spec.param_ema), eval_data)
+            averaged = self.evaluate(ema_params(rs, self.spec.param_ema), eval_data)
             out.update({k + EMA_SUFFIX: averaged[k].astype(jnp.float32) for k in self.metric_names})
         return out
 
@@ -136,7 +143,7 @@ class GroupProgram:
                     slot: jax.Array) -> RunState:
         spec = self.spec
         batch, weights = self._batch(rs, data, step, slot)
-        out, valid = measure.step_gradient(spec, self.task.per_example_loss, self.mesh, rs.params,
+        out, valid = measure.step_gradient(spec, self.loss, self.mesh, rs.params,
                                            rs.opt_state, batch, weights, step)
         lr = rs.base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
                                         spec.final_fraction)

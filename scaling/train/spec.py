@@ -113,6 +113,7 @@ class GroupSpec:
     points_per_decade: int = 20
     param_ema: float | None = None  # decay of the parameters' moving average, None: off
     host_data: bool = False  # batches arrive per chunk from the host (scaling.train.stream)
+    precision: str = "float32"  # compute dtype of the loss and evaluation (train.precision)
 
     @property
     def eval_points(self) -> np.ndarray:
