@@ -1,5 +1,6 @@
-"""Whole files written atomically: a temporary name in the same folder, fsync, rename; and JSON
-without NaN (non-finite floats become null)."""
+"""Whole files written atomically: a temporary name in the same folder, fsync, the mode an
+ordinary write would give (0o666 less the umask), rename; and JSON without NaN (non-finite
+floats become null)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from scaling.tasks.storage import ordinary_mode
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
@@ -20,6 +23,7 @@ def atomic_write(path: Path, text: str | bytes) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, ordinary_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -26,7 +26,7 @@ from typing import BinaryIO
 import numpy as np
 
 from scaling.errors import need
-from scaling.tasks.storage import data_dir, file_sha256, read_only
+from scaling.tasks.storage import data_dir, file_sha256, ordinary_mode, read_only
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ def _copy_into_place(source: BinaryIO, dest: Path, sha256: str | None = None) ->
         if sha256 is not None and digest.hexdigest() != sha256:
             raise ValueError(f"{dest}: sha256 mismatch, expected {sha256}, got "
                              f"{digest.hexdigest()}; the download was deleted")
+        os.chmod(tmp, ordinary_mode())
         os.replace(tmp, dest)
         return size
     finally:

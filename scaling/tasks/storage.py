@@ -68,12 +68,22 @@ def norm_of(model: Any, default: str) -> str:
     return default if model.norm == "default" else model.norm
 
 
+def ordinary_mode() -> int:
+    """0o666 less the process umask: the mode open() gives a new file. A temporary file from
+    mkstemp is private (0o600); it gets this mode before its rename, so collaborators and web
+    servers can read results as they could any file the user writes."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """`write(tmp)` then rename to `path`: a killed write never leaves a file under the name."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, ordinary_mode())
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
