@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import runpy
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -19,6 +22,8 @@ from scaling.cli.main import main
 from scaling.config import ConfigError
 from scaling.formatting import duration, number
 from scaling.sweep import grid, progress, runner
+from scaling.tasks import storage
+from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec
 
 # ---------------------------------------------------------------- dry run
@@ -486,3 +491,49 @@ def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_pat
     assert text.count("to do  bs") == 16 and "to do  bs16-lr0.5-seed1-mom0.9" in text
     assert main(["sweep", path, "optimizer.b2=[0.9, 0.99]", "--out", str(out)]) == 2
     assert "optimizer momentum does not use b2" in capsys.readouterr().err and not out.exists()
+
+
+# ---------------------------------------------------------------- file modes
+
+
+@pytest.fixture(params=[0o022, 0o077])
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def test_results_get_the_mode_an_ordinary_write_gives(tmp_path, umask, cfg_of, monkeypatch):
+    """Atomic writes go through a private temporary file; the result must not stay 0o600."""
+    expected = 0o666 & ~umask
+    runner.run(cfg_of(seeds=[0], batch={"sizes": [8]}, learning_rate={"values": [0.1]}),
+               tmp_path / "out", quiet=True)
+    files = [tmp_path / "out" / "sweep.yaml", *(tmp_path / "out" / "runs").glob("*/*")]
+    assert len(files) == 4  # sweep.yaml, config.json, metrics.jsonl, summary.json
+    assert {f.name: f.stat().st_mode & 0o777 for f in files} == {f.name: expected for f in files}
+    monkeypatch.setenv("SCALING_DATA", str(tmp_path / "data"))
+    storage.cached("thing", "k", lambda: {"a": np.ones(2)})
+    kept = list((tmp_path / "data" / "generated").iterdir())
+    assert len(kept) == 2 and all(f.stat().st_mode & 0o777 == expected for f in kept)
+
+
+# ---------------------------------------------------------------- compiling ahead
+
+
+def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, cfg_of, monkeypatch):
+    """Two batch sizes, one group each: batch 16's chunk is compiled on the background thread
+    and its group reuses it (one compile of each chunk, none repeated)."""
+    compiled = []
+    original = GroupProgram._compile
+
+    def spy(self, key, args):
+        if key not in self.compiled:
+            compiled.append((self.spec.batch_size, key, threading.current_thread().name))
+        return original(self, key, args)
+
+    monkeypatch.setattr(GroupProgram, "_compile", spy)
+    done = runner.run(cfg_of(seeds=[0]), tmp_path, quiet=True)
+    assert len(done) == 4
+    assert sorted((b, k) for b, k, _ in compiled) == [(8, 2), (16, 2)]
+    (thread,) = [t for b, _, t in compiled if b == 16]
+    assert thread != threading.main_thread().name

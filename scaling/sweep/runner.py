@@ -9,6 +9,7 @@ centred learning-rate grid grows at its edges after a batch size finishes (exten
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -217,11 +218,17 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
         store.atomic_write(p.out / "sweep.yaml", config_mod.to_yaml(cfg))
     session = Session(p, quiet, on_records)
     summaries = []
-    for unit in p.units:
-        summaries += session.train([r for r in p.runs_of(unit)
-                                    if r.run_id not in session.finished])
-        if p.centered:
-            summaries += _extend(session, unit.batch_size)
+    todo = lambda unit: [r for r in p.runs_of(unit) if r.run_id not in session.finished]
+    try:
+        for i, unit in enumerate(p.units):
+            runs = todo(unit)
+            if i + 1 < len(p.units):
+                session.compile_ahead(todo(p.units[i + 1]), runs)
+            summaries += session.train(runs)
+            if p.centered:
+                summaries += _extend(session, unit.batch_size)
+    finally:
+        session.close()
     return summaries
 
 
@@ -258,6 +265,7 @@ class Session:
                         if r.run_id not in self.finished}
         self.context: tuple | None = None
         self.host_data = False  # data.placement resolved to host (with the context)
+        self.ahead: concurrent.futures.ThreadPoolExecutor | None = None  # compile_ahead's thread
         self.programs: dict[int, GroupProgram] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
         self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
@@ -288,6 +296,30 @@ class Session:
                 spec = dataclasses.replace(spec, host_data=True, chunk_steps=steps)
             self.programs[size] = GroupProgram(self.context[1], spec, self.context[0])
         return self.programs[size]
+
+    def compile_ahead(self, runs: list[PlannedRun], now: list[PlannedRun]) -> None:
+        """Compile the chunk of the group that trains after `now` (the first of `runs`) on a
+        background thread while `now` trains: its compile time then overlaps training. Only
+        where no memory limit may change the group's width; a failure here is left for the
+        group itself to raise."""
+        if not runs or not now or memory.device_limit(self.p.cfg.train.memory_limit_gb):
+            return
+        self._program(now[0].batch_size)  # the devices, the data and `now`'s program first
+        program = self._program(runs[0].batch_size)
+        size = min(self.p.cfg.train.max_group_size or len(runs), len(runs))
+        width = -(-size // self.p.runs_axis) * self.p.runs_axis
+        mesh, task, data, eval_data = self.context
+        if self.host_data:
+            seeds = {r.spec.seed for r in runs[:size]}
+            data = stream.abstract(program.spec, task.train_arrays(), len(seeds), mesh)
+        if self.ahead is None:
+            self.ahead = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self.ahead.submit(program.compile_ahead, width, data, eval_data)
+
+    def close(self) -> None:
+        """Wait for a compile started ahead (it may be the next invocation's cache entry)."""
+        if self.ahead is not None:
+            self.ahead.shutdown(wait=True)
 
     def _stream(self, program: GroupProgram, seeds: list[int]) -> stream.HostStream | None:
         """The group's host stream (data.placement: host), else None."""

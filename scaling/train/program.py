@@ -10,6 +10,7 @@ have stopped, the group is cut to a smaller width between chunks (scaling.train.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -69,6 +70,7 @@ class GroupProgram:
         self._take = jax.jit(self._take_fn)
         # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
         # compile seconds, chunks run.
+        self._compiling = threading.Lock()
         self.compiled: dict[Any, Callable] = {}
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
@@ -288,17 +290,28 @@ class GroupProgram:
         return width, int(jax.tree.leaves(data)[0].shape[0])
 
     def _compile(self, key: Any, args: tuple) -> Any:
-        """The chunk for `key`, compiled once; `args` may hold abstract (shape-only) state."""
-        if key not in self.compiled:
-            start = time.perf_counter()
-            self.compiled[key] = self._chunk.lower(*args).compile()
-            self.compile_s[key] = time.perf_counter() - start
-        return self.compiled[key]
+        """The chunk for `key`, compiled once; `args` may hold abstract (shape-only) state. A
+        compile started ahead on another thread is waited for, not repeated."""
+        with self._compiling:
+            if key not in self.compiled:
+                start = time.perf_counter()
+                self.compiled[key] = self._chunk.lower(*args).compile()
+                self.compile_s[key] = time.perf_counter() - start
+            return self.compiled[key]
 
     def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
         """XLA's memory analysis of the chunk at `width` (per device), compiled ahead from the
         state's shapes alone, so no state is allocated; the group that trains at this width
         reuses the compiled chunk. None where the backend gives no analysis."""
+        return self.compile_ahead(width, data, eval_data).memory_analysis()
+
+    def compile_ahead(self, width: int, data: Any, eval_data: Any) -> Any:
+        """The chunk at `width` compiled from shapes alone (e.g. on a background thread while
+        another group trains); the group that trains at this width reuses it."""
+        return self._compile(self.compile_key(width, data), self._abstract_args(width, data,
+                                                                                 eval_data))
+
+    def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         seeds = jax.ShapeDtypeStruct((width,), jnp.uint32)
         hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
@@ -306,9 +319,8 @@ class GroupProgram:
         shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
         runs = NamedSharding(self.mesh, P("runs"))
         rs = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
-        args = (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32),
+        return (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32),
                 jax.ShapeDtypeStruct((width,), jnp.int32))
-        return self._compile(self.compile_key(width, data), args).memory_analysis()
 
 
 def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,
