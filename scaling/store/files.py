@@ -1,33 +1,21 @@
-"""Whole files written atomically: a temporary name in the same folder, fsync, the mode an
-ordinary write would give (0o666 less the umask), rename; and JSON without NaN (non-finite
-floats become null)."""
+"""Whole files written atomically (a temporary name in the same folder, fsync, the mode an
+ordinary write would give, rename: scaling.tasks.storage.write_atomically); and JSON without
+NaN (non-finite floats become null)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from scaling.tasks.storage import ordinary_mode
+from scaling.tasks.storage import write_atomically
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
-    """Write `text` (or bytes) to `path` via a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, ordinary_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `text` (UTF-8) or bytes to `path` atomically (scaling.tasks.storage.write_atomically)."""
+    data = text.encode() if isinstance(text, str) else text
+    write_atomically(path, lambda handle: handle.write(data))
 
 
 def _clean(value: Any) -> Any:

@@ -13,10 +13,8 @@ import functools
 import gzip
 import hashlib
 import logging
-import os
 import struct
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from typing import BinaryIO
 import numpy as np
 
 from scaling.errors import need
-from scaling.tasks.storage import data_dir, file_sha256, ordinary_mode, read_only
+from scaling.tasks.storage import data_dir, file_sha256, read_only, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -193,25 +191,21 @@ def load(name: str, root: Path | None = None, download: bool = True,
 
 
 def _copy_into_place(source: BinaryIO, dest: Path, sha256: str | None = None) -> int:
-    """Copy to a temporary file beside dest, renamed to dest only when complete (and matching
-    sha256 if given), so an interrupted copy never sits under the final name; the size."""
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
+    """Copy to dest atomically (renamed into place only when complete and, if `sha256` is
+    given, matching it), so an interrupted or corrupt copy never sits under the final name;
+    the size."""
+    def copy(out: BinaryIO) -> int:
         digest, size = hashlib.sha256(), 0
-        with os.fdopen(fd, "wb") as out:
-            while chunk := source.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
+        while chunk := source.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
         if sha256 is not None and digest.hexdigest() != sha256:
             raise ValueError(f"{dest}: sha256 mismatch, expected {sha256}, got "
                              f"{digest.hexdigest()}; the download was deleted")
-        os.chmod(tmp, ordinary_mode())
-        os.replace(tmp, dest)
         return size
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    return write_atomically(dest, copy)
 
 
 def _extract(dataset: ImageDataset, archive: Path) -> None:

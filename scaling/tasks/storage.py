@@ -11,11 +11,12 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable, TypeVar
 
 import numpy as np
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def user_cache() -> Path:
@@ -77,14 +78,21 @@ def ordinary_mode() -> int:
     return 0o666 & ~mask
 
 
-def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` then rename to `path`: a killed write never leaves a file under the name."""
+def write_atomically(path: Path, write: Callable[[BinaryIO], T]) -> T:
+    """`write(handle)` into a temporary file beside `path`, flushed to disk, given the mode an
+    ordinary write gives, then renamed to `path`: a killed or failed write (an exception from
+    `write`, e.g. a digest that does not match) never leaves a file under the name. Returns
+    what `write` returns."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
     try:
-        write(Path(tmp))
+        with os.fdopen(fd, "wb") as handle:
+            result = write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp, ordinary_mode())
         os.replace(tmp, path)
+        return result
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -103,17 +111,12 @@ def cached(name: str, key: str, build: Callable[[], dict[str, np.ndarray]]
         log.warning("%s does not match its sha256 in %s; generating it again", path, digest)
     arrays = build()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, lambda tmp: _save(tmp, arrays))
-        _write_atomically(digest, lambda tmp: tmp.write_text(_digest(str(path), *_stat(path))))
+        write_atomically(path, lambda handle: np.savez(handle, **arrays))
+        write_atomically(digest, lambda handle: handle.write(
+            _digest(str(path), *_stat(path)).encode()))
     except OSError as err:
         log.warning("cannot keep %s on disk (%s); it is generated again next time", path, err)
     return arrays
-
-
-def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with open(path, "wb") as handle:
-        np.savez(handle, **arrays)
 
 
 def _stat(path: Path) -> tuple[int, int]:
