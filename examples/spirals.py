@@ -18,7 +18,7 @@ import numpy as np
 
 from scaling.errors import need
 from scaling.tasks.base import Task
-from scaling.tasks.models import accuracy, cross_entropy, outside_module
+from scaling.tasks.models import classification_metrics, cross_entropy, outside_module
 
 
 class ResMLP(nn.Module):
@@ -95,5 +95,4 @@ class Spirals(Task):
 
     def evaluate(self, params, eval_data) -> dict[str, jax.Array]:
         logits = self.net.apply({"params": params}, eval_data["x"])
-        return {"eval_loss": jnp.mean(cross_entropy(logits, eval_data["y"])),
-                "eval_accuracy": accuracy(logits, eval_data["y"])}
+        return classification_metrics(logits, eval_data["y"])  # eval_loss, eval_accuracy

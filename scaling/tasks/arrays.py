@@ -164,11 +164,12 @@ class Arrays(ClassifierTask):
     def validate(cls, cfg: Any) -> None:
         super().validate(cfg)
         o = cfg.task.options
-        kind = cls.kind(o)
+        train = headers(o.train, "task.train")
+        kind = check_headers(train, headers(o.eval, "task.eval"))
         need(o.num_classes is None or (kind == "classification" and o.num_classes >= 2),
              "task.num_classes", o.num_classes,
              "null for float targets (regression)" if kind == "regression" else "an integer >= 2")
-        cls.check_augmentation(cfg, headers(o.train, "task.train")["x"].shape[1:])
+        cls.check_augmentation(cfg, train["x"].shape[1:])
 
     @classmethod
     def metric_names(cls, options: ArraysOptions) -> tuple[str, ...]:

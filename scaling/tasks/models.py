@@ -101,6 +101,12 @@ def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return jnp.mean(jnp.argmax(logits, axis=-1) == labels)
 
 
+def classification_metrics(logits: jax.Array, labels: jax.Array) -> dict[str, jax.Array]:
+    """eval_loss (mean cross entropy) and eval_accuracy over every labelled position."""
+    return {"eval_loss": jnp.mean(cross_entropy(logits, labels)),
+            "eval_accuracy": accuracy(logits, labels)}
+
+
 def norm_of(model: Any, default: str) -> str:
     return default if model.norm == "default" else model.norm
 
@@ -129,23 +135,31 @@ def check_model_sizes(m: Any, name: str) -> None:
              f"a multiple of model.num_heads={m.num_heads}")
 
 
-def outside_module_class(model: Any) -> type[nn.Module]:
-    """The flax module class model.name imports, checked against the contract (ConfigError):
-    a flax.linen Module with a `num_outputs` field, which the task sets."""
+def outside_module_class(model: Any) -> tuple[type[nn.Module], list[str]]:
+    """The flax module class model.name imports and its constructor's fields, checked against
+    the contract (ConfigError): a flax.linen Module with a `num_outputs` field, which the task
+    sets."""
     cls = import_object(model.name, "model.name")
     need(isinstance(cls, type) and issubclass(cls, nn.Module), "model.name", model.name,
          "the import path of a flax.linen Module subclass")
     fields = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("parent", "name")]
     need("num_outputs" in fields, "model.name", model.name,
          "a flax module with a field num_outputs (the task sets it: classes, targets or vocabulary)")
-    return cls
+    return cls, fields
+
+
+def check_model(model: Any, kind: str) -> None:
+    """A built-in network's sizes, or an outside module's arguments (ConfigError)."""
+    if is_import_path(kind):
+        check_outside_module(model)
+    else:
+        check_model_sizes(model, kind)
 
 
 def check_outside_module(model: Any) -> None:
     """The module's keyword arguments name its fields, leave num_outputs to the task, and
     construct it (no parameters are initialised here)."""
-    cls = outside_module_class(model)
-    fields = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("parent", "name")]
+    cls, fields = outside_module_class(model)
     for key in model.kwargs:
         need(key in fields and key != "num_outputs", f"model.{key}", model.kwargs[key],
              f"no such key: {model.name} accepts "
@@ -157,7 +171,7 @@ def check_outside_module(model: Any) -> None:
 
 
 def outside_module(model: Any, num_outputs: int) -> nn.Module:
-    return outside_module_class(model)(num_outputs=num_outputs, **model.kwargs)
+    return outside_module_class(model)[0](num_outputs=num_outputs, **model.kwargs)
 
 
 class ClassifierTask(Task):
@@ -185,11 +199,7 @@ class ClassifierTask(Task):
     @classmethod
     def validate(cls, cfg: Any) -> None:
         super().validate(cfg)
-        kind = cls.model_kind(cfg.model)
-        if is_import_path(kind):
-            check_outside_module(cfg.model)
-        else:
-            check_model_sizes(cfg.model, kind)
+        check_model(cfg.model, cls.model_kind(cfg.model))
 
     @classmethod
     def check_augmentation(cls, cfg: Any, input_shape: tuple[int, ...]) -> None:
@@ -243,9 +253,8 @@ class ClassifierTask(Task):
         return cross_entropy(self.net.apply({"params": params}, batch["x"]), batch["y"])
 
     def evaluate(self, params: Params, eval_data: Batch) -> dict[str, jax.Array]:
-        logits = self.net.apply({"params": params}, eval_data["x"])
-        return {"eval_loss": jnp.mean(cross_entropy(logits, eval_data["y"])),
-                "eval_accuracy": accuracy(logits, eval_data["y"])}
+        return classification_metrics(self.net.apply({"params": params}, eval_data["x"]),
+                                      eval_data["y"])
 
     def describe(self) -> dict[str, Any]:
         evals = {f"eval_{k}": v for k, v in self.eval.items()}
@@ -266,10 +275,7 @@ class LanguageModelTask(Task):
     @classmethod
     def validate(cls, cfg: Any) -> None:
         super().validate(cfg)
-        if is_import_path(cfg.model.name):
-            check_outside_module(cfg.model)
-        else:
-            check_model_sizes(cfg.model, "transformer")
+        check_model(cfg.model, cfg.model.name if is_import_path(cfg.model.name) else "transformer")
 
     def network(self, vocab_size: int, seq_len: int) -> nn.Module:
         m = self.model_config
@@ -286,6 +292,5 @@ class LanguageModelTask(Task):
         return jnp.mean(cross_entropy(logits, batch["y"]), axis=-1)
 
     def evaluate(self, params: Params, eval_data: Batch) -> dict[str, jax.Array]:
-        logits = self.net.apply({"params": params}, eval_data["x"])
-        return {"eval_loss": jnp.mean(cross_entropy(logits, eval_data["y"])),
-                "eval_accuracy": accuracy(logits, eval_data["y"])}
+        return classification_metrics(self.net.apply({"params": params}, eval_data["x"]),
+                                      eval_data["y"])

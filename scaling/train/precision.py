@@ -14,9 +14,6 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-PRECISIONS = ("float32", "bfloat16", "auto")
-
-
 def resolve(name: str, platform: str) -> str:
     """float32 or bfloat16: `auto` is bfloat16 on GPU and TPU, float32 on CPU (where bfloat16
     arithmetic is emulated and slower)."""
