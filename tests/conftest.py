@@ -149,9 +149,10 @@ def _flat(value, prefix=""):
 
 
 def _comparable(summaries) -> dict[str, dict]:
-    """Summaries by run id without timing fields (final.wall_s included)."""
+    """Summaries by run id without timing fields (final.wall_s and throughput included)."""
     return {s["run_id"]: {k: v for k, v in _flat(s).items()
-                          if k.split(".")[-1] not in TIMING} for s in summaries}
+                          if k.split(".")[-1] not in TIMING and not k.startswith("throughput")}
+            for s in summaries}
 
 
 def _assert_same(a: dict[str, dict], b: dict[str, dict]) -> None:

@@ -249,7 +249,7 @@ def test_batch_rows_count_and_pick_the_best_lr_over_seeds():
 
 
 def test_progress_and_final_tables():
-    rows = [progress.BatchRow(8, 6, 5, 1, 1, 1, 0.1, 32.0, 256.0),
+    rows = [progress.BatchRow(8, 6, 5, 1, 1, 1, 0.1, 32.0, 256.0, 12345.0, 0.0123),
             progress.BatchRow(16, 2, 0, 0, 0, 2, None, None, None)]
     text = progress.format_progress(rows, T, 3, 2, 125.0)
     lines = text.splitlines()
@@ -259,8 +259,9 @@ def test_progress_and_final_tables():
     assert lines[2].split() == ["16", "2", "0", "0", "2", "-", "-"]
     assert lines[3] == "groups: 3 done, 2 left; time left: about 2m05s"
     final = progress.format_final(rows, T, "/tmp/r").splitlines()
-    assert final[1].split() == ["8", "0.1", "32", "256", "1", "1", "1"]
-    assert final[2].split() == ["16", "-", "-", "-", "0", "0", "2"] and final[-1] == "results in /tmp/r"
+    assert final[1].split() == ["8", "0.1", "32", "256", "1", "1", "1", "12,345", "1.2%"]
+    assert final[2].split() == ["16", "-", "-", "-", "0", "0", "2", "-", "-"]
+    assert final[-1] == "results in /tmp/r"
 
 
 def test_eta_is_elapsed_per_budgeted_example_times_what_is_left():

@@ -191,6 +191,24 @@ def _sweep_section(out: Path, cfg: dict, records: list[dict], table: list[dict])
             "statuses": dict(Counter(r["status"] for r in table))}
 
 
+def _throughput(records: list[dict]) -> list[dict]:
+    """Per batch size, the training speed its groups recorded (mean over runs; runs from before
+    summaries recorded it are left out)."""
+    out = []
+    for size in sorted({r["summary"]["batch_size"] for r in records}):
+        speeds = [r["summary"]["throughput"] for r in records
+                  if r["summary"]["batch_size"] == size and r["summary"].get("throughput")]
+        if not speeds:
+            continue
+        mean = lambda key: (lambda v: sum(v) / len(v) if v else None)(
+            [s[key] for s in speeds if s.get(key) is not None])
+        out.append({"batch_size": size, "runs": len(speeds),
+                    **{k: mean(k) for k in ("examples_per_s", "run_steps_per_s",
+                                            "model_flops_per_step", "model_flops_per_s", "mfu")},
+                    "peak_source": speeds[0].get("peak_source")})
+    return out
+
+
 def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator, how: str,
            key: str) -> tuple[list[dict], dict[int, list[LRCurve]], list[dict], dict | None]:
     """(points, grids, timed points, fit) of one target with steps read from `key`."""
@@ -274,7 +292,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                         "definition": reach.describe()},
             "lr_selection": how, "primary_target": targets[0], "runs": runs,
             "targets": [e for e, _ in results],
-            "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids)}
+            "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids),
+            "throughput": _throughput(records)}
 
 
 def write(out: str | Path, analysis: dict) -> Path:

@@ -7,7 +7,10 @@ never loads jax and `scaling --help` answers at once.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
+
+from tqdm import tqdm
 
 from scaling.cli.parser import UsageError, build_parser
 from scaling.errors import ConfigError
@@ -22,10 +25,34 @@ RUNNERS = {
 }
 
 
+class _Handler(logging.Handler):
+    """Plain messages on stderr (warnings and errors say so), written above any live progress
+    bar rather than through it."""
+
+    scaling_cli = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            text = f"{record.levelname.lower()}: {text}"
+        tqdm.write(text, file=sys.stderr)
+
+
+def configure_logging(quiet: bool) -> None:
+    """The package's messages on stderr: information unless --quiet, warnings always. Library
+    users who call scaling's functions route the `scaling` logger as they like instead."""
+    logger = logging.getLogger("scaling")
+    if not any(getattr(h, "scaling_cli", False) for h in logger.handlers):
+        logger.addHandler(_Handler())
+    logger.propagate = False  # a root handler some dependency installs would print them twice
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `scaling ARGV`; returns the exit status (2, with one line on stderr, for bad input)."""
     try:
         args = build_parser().parse_args(argv)
+        configure_logging(getattr(args, "quiet", False))
         module, name = RUNNERS[args.command].split(":")
         return getattr(importlib.import_module(module), name)(args)
     except (UsageError, ConfigError) as exc:

@@ -170,6 +170,10 @@ class TrainConfig:
     precision: float32, bfloat16 (matmuls and activations; parameters, optimizer state,
     gradient statistics and loss reductions stay float32) or auto (bfloat16 on GPU and TPU,
     float32 on CPU). Unlike the other knobs here it changes results, so a folder keeps one.
+    checkpoint_minutes: save a training group's whole state at the first chunk boundary after
+    this many minutes (0: never), under <out>/checkpoints/; a sweep started again resumes the
+    group there, with exactly the metrics an uninterrupted group gives.
+    keep_checkpoints: keep a group's checkpoints after it finishes (else they are removed).
     """
 
     chunk_steps: int = 100
@@ -179,6 +183,8 @@ class TrainConfig:
     repack: bool = True
     memory_limit_gb: float | None = None
     precision: str = "auto"
+    checkpoint_minutes: float = 5.0
+    keep_checkpoints: bool = False
 
 
 @dataclass

@@ -166,6 +166,8 @@ def _validate_train(cfg: Config) -> None:
          f"one of {', '.join(names.PRECISIONS)}")
     need(t.memory_limit_gb is None or t.memory_limit_gb > 0, "train.memory_limit_gb",
          t.memory_limit_gb, "a positive number of gigabytes or null (the device's own limit)")
+    need(t.checkpoint_minutes >= 0, "train.checkpoint_minutes", t.checkpoint_minutes,
+         "a number of minutes >= 0 (0: no mid-run checkpoints)")
     need(cfg.parallel.data is None or cfg.parallel.data > 0, "parallel.data", cfg.parallel.data,
          "a positive integer or null (all devices)")
     need(cfg.parallel.runs > 0, "parallel.runs", cfg.parallel.runs, "a positive integer")

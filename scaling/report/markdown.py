@@ -215,6 +215,22 @@ def _lr_rules(analysis: dict) -> list[str]:
     return lines
 
 
+def _throughput(analysis: dict) -> list[str]:
+    rows = analysis.get("throughput") or []
+    if not rows:
+        return []
+    header = ["batch", "runs", "examples/s", "run-steps/s", "model FLOP/s", "MFU"]
+    body = [[r["batch_size"], r["runs"], number(r["examples_per_s"]),
+             number(r["run_steps_per_s"]),
+             "-" if r["model_flops_per_s"] is None else f"{r['model_flops_per_s']:.3g}",
+             "-" if r["mfu"] is None else f"{100 * r['mfu']:.2g}%"] for r in rows]
+    return ["## Throughput", "",
+            "Per batch size, the mean over its runs of their group's training speed (compile "
+            "time left out). Model FLOPs are XLA's count of one run's forward and backward pass; "
+            f"MFU is their rate over the peak of {rows[0]['peak_source']}.", ""] \
+        + markdown_table(header, body) + [""]
+
+
 def _figures(out: Path, figures: list[Path]) -> list[str]:
     lines = ["## Figures", ""]
     for path in figures:
@@ -317,7 +333,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines = [f"# Scaling report: {name}", ""]
     lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
     lines += _best_lr(analysis)
-    lines += _lr_rules(analysis) + _figures(out, figures)
+    lines += _lr_rules(analysis) + _throughput(analysis) + _figures(out, figures)
     path = out / "report.md"
     atomic_write(path, "\n".join(lines).rstrip() + "\n")
     return path

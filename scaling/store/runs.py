@@ -18,6 +18,11 @@ def run_dir(out: Path, run_id: str) -> Path:
     return Path(out) / "runs" / run_id
 
 
+def checkpoint_dir(out: Path, group: str) -> Path:
+    """Where a group's mid-run checkpoints live while it trains (scaling.train.checkpoint)."""
+    return Path(out) / "checkpoints" / group
+
+
 def is_done(out: Path, run_id: str) -> bool:
     return (run_dir(out, run_id) / "summary.json").is_file()
 
@@ -29,6 +34,20 @@ def start_run(out: Path, run_id: str, config: dict[str, Any]) -> None:
     (folder / "summary.json").unlink(missing_ok=True)
     write_json(folder / "config.json", config)
     atomic_write(folder / "metrics.jsonl", "")
+
+
+def rows_until(out: Path, run_id: str, step: int) -> list[dict[str, Any]]:
+    """A run's rows up to `step` (a checkpoint's): rows written after it are not kept."""
+    return [r for r in read_metrics(run_dir(out, run_id) / "metrics.jsonl") if r["step"] <= step]
+
+
+def resume_run(out: Path, run_id: str, config: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """A run continued from a checkpoint: config.json, metrics.jsonl holding only `rows` (those
+    up to the checkpoint, so rows a killed process wrote after it are dropped), no summary."""
+    folder = run_dir(out, run_id)
+    (folder / "summary.json").unlink(missing_ok=True)
+    write_json(folder / "config.json", config)
+    atomic_write(folder / "metrics.jsonl", "".join(dumps(r) + "\n" for r in rows))
 
 
 def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:

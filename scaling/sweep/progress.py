@@ -26,6 +26,15 @@ class BatchRow:
     best_lr: float | None
     steps: float | None  # mean over seeds at the best learning rate
     examples: float | None
+    examples_per_s: float | None = None  # training throughput, mean over the finished runs
+    mfu: float | None = None  # model-FLOPs utilisation, likewise
+
+
+def mean_throughput(summaries: list[dict[str, Any]], key: str) -> float | None:
+    """The mean of a throughput figure over runs that recorded it (scaling.train.throughput)."""
+    values = [s["throughput"][key] for s in summaries
+              if (s.get("throughput") or {}).get(key) is not None]
+    return sum(values) / len(values) if values else None
 
 
 def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | None],
@@ -45,7 +54,8 @@ def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | 
             at_best = [s["examples_to_target"][target] for s in done if s["learning_rate"] == lr]
             examples = sum(at_best) / len(at_best)
         rows.append(BatchRow(size, total, len(done), diverged, missed, total - len(done), lr,
-                             steps, examples))
+                             steps, examples, mean_throughput(done, "examples_per_s"),
+                             mean_throughput(done, "mfu")))
     return rows
 
 
@@ -65,6 +75,8 @@ def format_progress(rows: list[BatchRow], target: str | None, groups_done: int,
 def format_final(rows: list[BatchRow], target: str | None, out: str) -> str:
     """The end table: per batch size the best LR and its cost to the primary target."""
     name = target or "-"
-    header = ["batch", "best lr", f"steps to {name}", "examples", "diverged", "missed", "unfinished"]
-    body = [[r.batch_size, r.best_lr, r.steps, r.examples, r.diverged, r.missed, r.left] for r in rows]
+    header = ["batch", "best lr", f"steps to {name}", "examples", "diverged", "missed",
+              "unfinished", "examples/s", "MFU"]
+    body = [[r.batch_size, r.best_lr, r.steps, r.examples, r.diverged, r.missed, r.left,
+             r.examples_per_s, None if r.mfu is None else f"{100 * r.mfu:.2g}%"] for r in rows]
     return text_table(header, body) + f"\nresults in {out}"

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
+import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +30,14 @@ from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.writer import OnRecords, Writer
 from scaling.tasks import build_task
 from scaling.tasks.base import Task
-from scaling.train import memory, precision, stream
+from scaling.train import memory, precision, stream, throughput
+from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.loop import run_group
 from scaling.train.mesh import is_leader, make_mesh, put_replicated
 from scaling.train.program import GroupProgram
 from scaling.train.spec import GroupLayout, GroupSpec
+
+log = logging.getLogger(__name__)
 
 # Sections that may change between invocations into one folder: the grid's axes (which may grow
 # freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
@@ -400,16 +406,37 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
                  arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any,
                  runs_axis: int, quiet: bool, on_records: OnRecords | None = None,
                  feed: stream.HostStream | None = None) -> list[dict[str, Any]]:
+    checkpoints = None
+    if cfg.train.checkpoint_minutes > 0:
+        checkpoints = GroupCheckpoints(store.checkpoint_dir(out, group_key(program, group)),
+                                       cfg.train.checkpoint_minutes, cfg.train.keep_checkpoints)
+    resume = checkpoints.restore(program, data, eval_data) if checkpoints else None
     desc = f"batch {group[0].batch_size}: {len(group)} runs"
     bar = tqdm(total=arith.total_steps, desc=desc, unit="step", disable=quiet or not is_leader(),
-               leave=False, dynamic_ncols=True)
+               leave=False, dynamic_ncols=True, initial=resume.first_step if resume else 0)
+    if resume is not None:
+        log.info("%s: resumed from the checkpoint at step %d", desc, resume.first_step)
 
     def progress_bar(step: int) -> None:
         bar.update(max(0, step - bar.n))
 
-    writer = Writer(cfg, out, group, arith, task, progress_bar, on_records)
+    writer = Writer(cfg, out, group, arith, task, progress_bar, on_records,
+                    resume.first_step if resume else None)
     results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, writer,
-                                   runs_axis, feed)
-    summaries = writer.finish(results, compile_s)
+                                   runs_axis, feed, checkpoints, resume)
+    speed = throughput.figures(
+        sum(r.steps for r in results), group[0].batch_size, max(writer.wall_s - compile_s, 0.0),
+        program.model_flops(data), program.mesh.devices.flat[0], program.mesh.devices.size,
+        program.spec.precision)
+    summaries = writer.finish(results, compile_s, speed)
+    if checkpoints is not None:
+        checkpoints.finish()
     bar.close()
     return summaries
+
+
+def group_key(program: GroupProgram, group: list[PlannedRun]) -> str:
+    """Names a group's checkpoints: its runs and everything about its program, so a checkpoint
+    is only ever resumed by the same runs compiled the same way."""
+    text = json.dumps([repr(program.spec), [r.run_id for r in group]])
+    return f"batch{group[0].batch_size}-" + hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -24,15 +24,22 @@ class Writer:
 
     def __init__(self, cfg: Config, out: Path, runs: list[PlannedRun], arith: Arithmetic,
                  task: Task, on_progress: Callable[[int], None],
-                 on_records: OnRecords | None = None) -> None:
+                 on_records: OnRecords | None = None, resume_step: int | None = None) -> None:
+        """`resume_step`: the group continues from a checkpoint at that step, so each run keeps
+        its rows up to it; else every run folder starts afresh."""
         self.cfg, self.out, self.runs, self.arith, self.task = cfg, out, runs, arith, task
         self.on_progress, self.on_records = on_progress, on_records
         self.rows: list[list[dict[str, Any]]] = [[] for _ in runs]
+        if resume_step is not None:
+            self.rows = [store.rows_until(out, r.run_id, resume_step) for r in runs]
         self.wall_s = 0.0
         self.tokens_per_example = task.tokens_per_example(cfg.task.options)
         if is_leader():
-            for r in runs:
-                store.start_run(out, r.run_id, self.run_config(r))
+            for r, rows in zip(runs, self.rows):
+                if resume_step is None:
+                    store.start_run(out, r.run_id, self.run_config(r))
+                else:
+                    store.resume_run(out, r.run_id, self.run_config(r), rows)
 
     def run_config(self, r: PlannedRun) -> dict[str, Any]:
         c = config_mod.to_dict(self.cfg)
@@ -67,7 +74,9 @@ class Writer:
         if self.on_records is not None:
             self.on_records(records, wall_s)
 
-    def finish(self, results: list[RunResult], compile_s: float) -> list[dict[str, Any]]:
+    def finish(self, results: list[RunResult], compile_s: float,
+               speed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Every run's summary.json; `speed` is the group's throughput (the same for its runs)."""
         summaries = []
         reach = self.cfg.reached.reach
         for r, res, rows in zip(self.runs, results, self.rows):
@@ -84,7 +93,8 @@ class Writer:
                                        store.examples_at(rows, s, r.batch_size)
                                        for t, s in to_steps.items()},
                 "final": last, "b_simple": last.get("b_simple"), "wall_s": round(self.wall_s, 3),
-                "compile_s": round(compile_s, 3), "group_size": len(self.runs)}
+                "compile_s": round(compile_s, 3), "group_size": len(self.runs),
+                "throughput": speed}
             summaries.append(summary)
             if is_leader():
                 store.finish_run(self.out, r.run_id, summary)

@@ -13,8 +13,9 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from scaling.train.checkpoint import GroupCheckpoints, Resume
 from scaling.train.program import GroupProgram
-from scaling.train.repack import Packing
+from scaling.train.repack import PAD, Packing
 from scaling.train.spec import RunSpec, Status
 from scaling.train.stream import HostStream
 
@@ -29,25 +30,29 @@ class RunResult:
 
 def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
               on_records: Callable[[list[list[dict]], float], None],
-              runs_axis: int = 1, stream: HostStream | None = None) -> tuple[list[RunResult], float]:
+              runs_axis: int = 1, stream: HostStream | None = None,
+              checkpoints: GroupCheckpoints | None = None, resume: Resume | None = None
+              ) -> tuple[list[RunResult], float]:
     """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
 
     The next chunk is dispatched before the previous chunk's metrics are read, so the device
     never waits on the host. With spec.repack, the state shrinks to the runs still running when
     they fit a smaller width (scaling.train.repack). With a `stream` (data.placement: host) each
-    chunk's batches come from it instead of `data`. Returns the results and the compile seconds
-    of the chunk programs this group ran.
+    chunk's batches come from it instead of `data`. With `checkpoints`, the state is saved at
+    the chunk boundaries where one is due (its rows written first, so the files and the state
+    agree); `resume` continues from one. Returns the results and the compile seconds of the
+    chunk programs this group ran.
     """
     spec = program.spec
-    pad = (-len(runs)) % runs_axis
-    padded = runs + [runs[-1]] * pad
-    status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * pad)
-    start = time.perf_counter()
-    rs, row0 = program.init(padded, status, data, eval_data)
-    packing = Packing(len(runs), len(padded), spec.repack, runs_axis)
-    on_records(packing.records(jax.device_get(row0), packing.slots), time.perf_counter() - start)
-    keys, pending = set(), None
-    for first in range(0, spec.total_steps, spec.chunk_steps):
+    if resume is None:
+        rs, packing, pending, first_step, start = _start(program, runs, data, eval_data,
+                                                         on_records, runs_axis)
+    else:
+        rs, packing, first_step = resume.rs, resume.packing, resume.first_step
+        pending, start = _Seen(*resume.seen), time.perf_counter() - resume.wall_s
+    padded = runs + [runs[-1]] * (len(packing.slots) - len(runs))
+    keys: set = set()
+    for first in range(first_step, spec.total_steps, spec.chunk_steps):
         cut = packing.plan()
         if cut is not None:
             final_view = program.final_view(rs)
@@ -59,22 +64,66 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
             slots = stream.slots([padded[max(s, 0)].seed for s in packing.slots])
         rs, rows = program.chunk(rs, chunk_data, eval_data, first, slots)
         keys.add(program.compile_key(len(packing.slots), chunk_data))
-        if pending is not None and _consume(pending, packing, start, on_records):
+        if pending is not None and pending.fold(packing, start, on_records):
             pending = None
             break
-        pending = (rows, packing.slots)
+        pending = _Pending(rows, packing.slots)
+        if checkpoints is not None and first + spec.chunk_steps < spec.total_steps \
+                and checkpoints.due():
+            pending = pending.write(packing, start, on_records)
+            if not pending.running[pending.slots != PAD].any():
+                pending.fold(packing, start, on_records)
+                pending = None
+                break
+            checkpoints.save(rs, packing, first + spec.chunk_steps, time.perf_counter() - start,
+                             (pending.running, pending.slots))
     if pending is not None:
-        _consume(pending, packing, start, on_records)
+        pending.fold(packing, start, on_records)
     final = packing.final(program.final_view(rs))
     return [_result(final, i) for i in range(len(runs))], sum(program.compile_s[k] for k in keys)
 
 
-def _consume(pending: tuple[dict, np.ndarray], packing: Packing, start: float,
-             on_records: Callable) -> bool:
-    """Hand a chunk's metrics to the host; True when every real run has stopped."""
-    rows, slots = jax.device_get(pending[0]), pending[1]
-    on_records(packing.records(rows, slots), time.perf_counter() - start)
-    return packing.update(np.asarray(rows["status"])[-1] == Status.RUNNING, slots)
+def _start(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
+           on_records: Callable, runs_axis: int) -> tuple:
+    """A fresh group: every run's first state, its step-0 row written."""
+    pad = (-len(runs)) % runs_axis
+    padded = runs + [runs[-1]] * pad
+    status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * pad)
+    start = time.perf_counter()
+    rs, row0 = program.init(padded, status, data, eval_data)
+    packing = Packing(len(runs), len(padded), program.spec.repack, runs_axis)
+    on_records(packing.records(jax.device_get(row0), packing.slots), time.perf_counter() - start)
+    return rs, packing, None, 0, start
+
+
+@dataclass
+class _Seen:
+    """A chunk whose rows are written; which of its slots still ran is folded in later."""
+
+    running: np.ndarray
+    slots: np.ndarray
+
+    def fold(self, packing: Packing, start: float, on_records: Callable) -> bool:
+        """Fold in which slots still ran at the chunk's end; True when every real run stopped."""
+        return packing.update(self.running, self.slots)
+
+
+@dataclass
+class _Pending:
+    """A dispatched chunk whose metrics the host has not read yet."""
+
+    rows: dict
+    slots: np.ndarray
+
+    def write(self, packing: Packing, start: float, on_records: Callable) -> _Seen:
+        """Read the chunk's metrics (waiting for it) and hand them to the host."""
+        rows = jax.device_get(self.rows)
+        on_records(packing.records(rows, self.slots), time.perf_counter() - start)
+        return _Seen(np.asarray(rows["status"])[-1] == Status.RUNNING, self.slots)
+
+    def fold(self, packing: Packing, start: float, on_records: Callable) -> bool:
+        """Hand the chunk's metrics to the host; True when every real run has stopped."""
+        return self.write(packing, start, on_records).fold(packing, start, on_records)
 
 
 def _result(final: dict, i: int) -> RunResult:

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from scaling.config.names import HYPERPARAMS
 from scaling.config.targets import EMA_SUFFIX
 from scaling.tasks.base import Task
-from scaling.train import measure, precision, reach
+from scaling.train import measure, precision, reach, throughput
 from scaling.train.measure import NoiseState
 from scaling.train.optimizers import make_optimizer, set_learning_rate
 from scaling.train.reach import ReachState, Schedule
@@ -74,6 +74,7 @@ class GroupProgram:
         self.compiled: dict[Any, Callable] = {}
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
+        self._model_flops: tuple[float | None] | None = None  # model_flops, once counted
 
     # ------------------------------------------------------------ per-run pieces (vmapped)
     def _tx(self, hparams: dict[str, jax.Array]) -> optax.GradientTransformation:
@@ -258,6 +259,20 @@ class GroupProgram:
                    for k in HYPERPARAMS[self.spec.optimizer]}
         return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
 
+    def model_flops(self, data: Any) -> float | None:
+        """XLA's FLOPs of one run's gradient at this batch size (scaling.train.throughput),
+        counted once per program from shapes alone."""
+        if self._model_flops is None:
+            key, size = jax.random.key(0), self.spec.batch_size
+            params = jax.eval_shape(self.task.init, key)
+            if self.spec.num_train is None:  # drawn by the task (as _batch draws them)
+                batch = jax.eval_shape(lambda k: self.task.sample(k, size, data), key)
+            else:
+                batch = {k: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype)
+                         for k, a in self.task.train_arrays().items()}
+            self._model_flops = (throughput.step_flops(self.loss, params, batch),)
+        return self._model_flops[0]
+
     def final_view(self, rs: RunState) -> dict:
         """The small per-run facts the host needs at the end, gathered for every process."""
         return self._final(rs)
@@ -311,16 +326,19 @@ class GroupProgram:
         return self._compile(self.compile_key(width, data), self._abstract_args(width, data,
                                                                                  eval_data))
 
-    def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
+    def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
+        """The shapes, dtypes and shardings of a group's state at `width`, nothing allocated."""
         seeds = jax.ShapeDtypeStruct((width,), jnp.uint32)
         hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
         status = jax.ShapeDtypeStruct((width,), jnp.int32)
         shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
         runs = NamedSharding(self.mesh, P("runs"))
-        rs = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
-        return (rs, data, eval_data, self.schedule, jnp.asarray(0, jnp.int32),
-                jax.ShapeDtypeStruct((width,), jnp.int32))
+        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
+
+    def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
+        return (self.abstract_state(width, data, eval_data), data, eval_data, self.schedule,
+                jnp.asarray(0, jnp.int32), jax.ShapeDtypeStruct((width,), jnp.int32))
 
 
 def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,

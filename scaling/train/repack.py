@@ -86,3 +86,20 @@ class Packing:
                 arr = out.setdefault(key, np.zeros((self.num_runs, *value.shape[1:]), value.dtype))
                 arr[slots[real]] = value[real]
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything the packing knows, as JSON-ready lists (for a mid-run checkpoint)."""
+        return {"num_runs": self.num_runs, "enabled": self.enabled, "runs_axis": self.runs_axis,
+                "slots": self.slots.tolist(), "running": self.running.tolist(),
+                "finals": [[slots.tolist(), {k: np.asarray(v).tolist() for k, v in view.items()}]
+                           for slots, view in self.finals]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Packing":
+        packing = cls(d["num_runs"], len(d["slots"]), d["enabled"], d["runs_axis"])
+        packing.slots = np.asarray(d["slots"], np.int64)
+        packing.running = np.asarray(d["running"], bool)
+        packing.finals = [(np.asarray(slots, np.int64),
+                           {k: np.asarray(v, np.int32) for k, v in view.items()})
+                          for slots, view in d["finals"]]
+        return packing

@@ -1,0 +1,86 @@
+"""How busy the devices were: a group's examples and steps per second, and its model FLOPs
+against the devices' peak (model-FLOPs utilisation, MFU).
+
+Model FLOPs are XLA's count (cost analysis) for one run's gradient at the group's batch size:
+the forward and backward passes, not the optimizer update, the evaluation or the noise-scale
+bookkeeping. MFU = model FLOPs x run-steps trained / training seconds / (peak x devices).
+Peaks are the vendors' dense figures per chip for the dtype jax's matmuls use by default
+(TF32 for float32 on NVIDIA Ampere and later, bfloat16 passes on TPU); on CPU, and where the
+device kind is not in PEAK_TFLOPS, the measured rate of a large float32 matmul.
+
+References:
+  Chowdhery et al. 2022, "PaLM: Scaling Language Modeling with Pathways" (appendix B, MFU).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+# Dense tensor-core TFLOP/s per chip: (bfloat16, float32 as jax computes it by default).
+# Matched against jax's device_kind in this order (the first entry contained in it wins).
+PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
+    ("H200", 989.0, 494.0),
+    ("H100 PCIe", 756.0, 378.0),
+    ("H100", 989.0, 494.0),
+    ("A100", 312.0, 156.0),
+    ("L40S", 362.0, 183.0),
+    ("L4", 121.0, 60.0),
+    ("A10", 125.0, 62.5),
+    ("V100", 125.0, 15.7),
+    ("TPU v6", 918.0, 918.0),
+    ("TPU v5p", 459.0, 459.0),
+    ("TPU v5", 197.0, 197.0),
+    ("TPU v4", 275.0, 275.0),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def measured_peak(size: int = 1024) -> float:
+    """FLOP/s of a size x size float32 matmul on the default device, best of five."""
+    x = jnp.ones((size, size), jnp.float32)
+    matmul = jax.jit(lambda a: a @ a)
+    matmul(x).block_until_ready()
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        matmul(x).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size ** 3 / best
+
+
+def peak(device: Any, precision: str) -> tuple[float, str]:
+    """(FLOP/s of one device at this precision, where the figure comes from)."""
+    kind = device.device_kind
+    for name, bf16, f32 in PEAK_TFLOPS:
+        if name.lower() in kind.lower():
+            return 1e12 * (bf16 if precision == "bfloat16" else f32), f"{kind} (published)"
+    return measured_peak(), f"{kind} (measured float32 matmul)"
+
+
+def step_flops(loss: Any, params: Any, batch: Any) -> float | None:
+    """XLA's FLOP count of one gradient of the mean loss; None where the backend gives none.
+    `params` and `batch` may be shapes (jax.ShapeDtypeStruct): nothing is run."""
+    grad = jax.jit(jax.grad(lambda p, b: jnp.mean(loss(p, b))))
+    cost = grad.lower(params, batch).cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else None
+    flops = (cost or {}).get("flops")
+    return float(flops) if flops and flops > 0 else None
+
+
+def figures(run_steps: int, batch_size: int, train_s: float, flops_per_step: float | None,
+            device: Any, num_devices: int, precision: str) -> dict[str, Any]:
+    """One group's throughput, as summaries record it (None where a figure is unknown)."""
+    rate = lambda n: n / train_s if train_s > 0 else None
+    flops_s = None if flops_per_step is None else rate(flops_per_step * run_steps)
+    peak_s, source = peak(device, precision)
+    return {"run_steps_per_s": rate(run_steps), "examples_per_s": rate(run_steps * batch_size),
+            "model_flops_per_step": flops_per_step, "model_flops_per_s": flops_s,
+            "peak_flops_per_s": peak_s * num_devices, "peak_source": source,
+            "mfu": None if flops_s is None else flops_s / (peak_s * num_devices),
+            "train_s": train_s}
