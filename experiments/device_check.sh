@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One short accelerator check, for a session that is lent a GPU machine: the engine's tests that
-# run on one device, the engine benchmark (speed-up over a plain loop, and what the noise-scale
-# statistics cost) at two batch sizes, and the quickstart sweep, timed. Logs go to $OUT (7 files,
-# within what the device tool brings back).
+# run on one device (a checkpoint kill -9 and resume among them), the engine benchmark (speed-up
+# over a plain loop, and what the noise-scale statistics cost), float32 and bfloat16 throughput
+# with MFU at batch 128 / 1,024 / 8,192, and the quickstart sweep, timed. Logs go to $OUT (7
+# files, within what the device tool brings back).
 #
 # The GPU image has jax (CUDA), flax, optax, PyYAML, matplotlib, scikit-learn, tqdm and pytest
 # but not mnist1d, so carry its wheel. Once, here, in the repo root:
@@ -11,7 +12,7 @@
 #       --implementation cp --platform manylinux2014_x86_64 -d .whl mnist1d==0.0.2.post1
 # then run this with the device tool (carry [".whl"], timeout_s 600):
 #   bash experiments/device_check.sh
-# It ends well inside 10 minutes of device time. On this CPU machine, to try the script itself:
+# It ends within 8 minutes of device time. On this CPU machine, to try the script itself:
 #   PLATFORM=cpu OUT=/tmp/device_check PYTHON=.venv/bin/python bash experiments/device_check.sh
 set -u
 OUT=${OUT:-/tmp/device_check}
@@ -38,14 +39,15 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 step devices 60 "$PYTHON" -c "import jax; d = jax.devices()[0]; print(jax.__version__, \
 jax.devices(), d.device_kind, (d.memory_stats() or {}).get('bytes_limit'))"
 # Full float32 matmuls: the tests compare against exact arithmetic, TF32 would not pass.
-step tests 200 env JAX_DEFAULT_MATMUL_PRECISION=highest "$PYTHON" -m pytest -q -rs \
-    tests/test_gns.py tests/test_engine.py tests/test_memory.py
+step tests 240 env JAX_DEFAULT_MATMUL_PRECISION=highest "$PYTHON" -m pytest -q -rs \
+    tests/test_gns.py tests/test_engine.py tests/test_memory.py tests/test_precision.py \
+    tests/test_throughput.py tests/test_checkpoint.py -k "not sigkill or sigkill and 1"
 step bench128 100 "$PYTHON" experiments/bench_engine.py --also-gns-off --repeats 3
-step bench1024 100 "$PYTHON" experiments/bench_engine.py --also-gns-off --repeats 3 \
-    --batch-size 1024 --steps 300
+step throughput 150 "$PYTHON" experiments/throughput.py --steps 300
 step quickstart 120 "$PYTHON" -m scaling.cli sweep configs/quickstart.yaml \
     --out /tmp/device_check_quickstart --quiet
 cp /tmp/device_check_quickstart/report.md "$OUT/quickstart_report.md" 2>/dev/null
 cp /tmp/device_check_quickstart/figures/steps_vs_batch.png "$OUT/" 2>/dev/null
 echo "=== summary"
 grep -hE "^jax |workload|^engine|^plain|speed-up|gns costs" "$OUT"/bench*.log
+grep -hE "^float32|^bfloat16|^peak" "$OUT"/throughput.log
