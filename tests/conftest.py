@@ -8,6 +8,7 @@ summaries. A test asks for a builder by naming it as an argument.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -111,6 +112,21 @@ def train_program():
 @pytest.fixture(scope="session")
 def train():
     return _train
+
+
+@pytest.fixture
+def scaling_log(caplog):
+    """caplog that hears the `scaling` logger at INFO even after the CLI stopped it propagating
+    to the root logger (scaling.cli.main.configure_logging)."""
+    logger = logging.getLogger("scaling")
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(caplog.handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # caplog's handler sits on the root too: each record once
+    yield caplog
+    logger.removeHandler(caplog.handler)
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 # ---------------------------------------------------------------- sweeps and their run files

@@ -4,7 +4,6 @@ checkpoint and writes exactly the metric rows of a group that was never interrup
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -82,53 +81,52 @@ def checkpointed(tmp_path_factory, reference) -> Path:
     return out
 
 
-def _resume(source: Path, dest: Path, caplog, damage=lambda metas: None) -> list[str]:
+def _resume(source: Path, dest: Path, scaling_log, damage=lambda metas: None) -> list[str]:
     """Copy a finished checkpointed sweep, mark its runs unfinished, damage its checkpoints,
     run it again; the log messages of the second run."""
     shutil.copytree(source, dest)
     _unfinish(dest)
     damage(_checkpoints(dest))
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="scaling"):
-        runner.run(_cfg(), dest, quiet=True)
-    return [r.getMessage() for r in caplog.records]
+    scaling_log.clear()
+    runner.run(_cfg(), dest, quiet=True)
+    return [r.getMessage() for r in scaling_log.records]
 
 
 def test_a_group_resumes_from_its_newest_checkpoint_with_identical_rows(checkpointed, reference,
-                                                                        tmp_path, caplog):
+                                                                        tmp_path, scaling_log):
     metas = _checkpoints(checkpointed)
     assert [int(m.stem.split("_")[1]) for m in metas] == [290, 280]
     assert json.loads(metas[0].read_text())["packing"]["finals"], "the group was repacked"
-    messages = _resume(checkpointed, tmp_path / "o", caplog)
+    messages = _resume(checkpointed, tmp_path / "o", scaling_log)
     assert any("resumed from the checkpoint at step 290" in m for m in messages), messages
     assert _rows(tmp_path / "o") == reference
 
 
 def test_rows_written_after_the_checkpoint_are_dropped_on_resume(checkpointed, reference,
-                                                                 tmp_path, caplog):
+                                                                 tmp_path, scaling_log):
     """A killed process may have written rows past its last checkpoint: they go, once."""
     def older_only(metas):
         for m in metas[:1]:
             m.unlink()  # as if killed while saving the newest: its JSON is written last
-    messages = _resume(checkpointed, tmp_path / "o", caplog, older_only)
+    messages = _resume(checkpointed, tmp_path / "o", scaling_log, older_only)
     assert any("at step 280" in m for m in messages), messages
     assert _rows(tmp_path / "o") == reference
 
 
 def test_a_corrupt_checkpoint_falls_back_to_the_one_before_with_a_warning(checkpointed, reference,
-                                                                          tmp_path, caplog):
-    messages = _resume(checkpointed, tmp_path / "o", caplog, lambda metas: _corrupt(metas[0]))
+                                                                          tmp_path, scaling_log):
+    messages = _resume(checkpointed, tmp_path / "o", scaling_log, lambda metas: _corrupt(metas[0]))
     assert any("step_290 is unusable" in m and "digests" in m for m in messages), messages
     assert any("at step 280" in m for m in messages), messages
     assert _rows(tmp_path / "o") == reference
 
 
 def test_with_every_checkpoint_corrupt_the_group_starts_again(checkpointed, reference, tmp_path,
-                                                              caplog):
+                                                              scaling_log):
     def ruin(metas):
         _corrupt(metas[0])
         metas[1].write_text("{not json")
-    messages = _resume(checkpointed, tmp_path / "o", caplog, ruin)
+    messages = _resume(checkpointed, tmp_path / "o", scaling_log, ruin)
     assert sum("is unusable" in m for m in messages) == 2, messages
     assert not any("resumed" in m for m in messages)
     assert _rows(tmp_path / "o") == reference

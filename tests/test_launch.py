@@ -72,7 +72,7 @@ def test_each_task_runs_one_shard_of_the_same_sweep(tmp_path, monkeypatch):
     for a in parsed:
         assert a.command == "sweep" and a.launcher == "local" and a.overrides == ["seeds=[3]"]
         assert a.config == str(tmp_path / "c.yaml") and a.out == str(tmp_path / "o")
-        assert a.force and a.quiet and a.no_analyze and not a.wait
+        assert a.force and a.progress == "lines" and a.no_analyze and not a.wait
 
 
 def test_a_failing_task_raises(tmp_path):

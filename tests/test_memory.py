@@ -79,7 +79,7 @@ def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path, cfg_of):
     assert list(program.compile_s) == [4] and program.chunks_at[4] > 0  # compiled once, reused
 
 
-def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, capsys,
+def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, scaling_log,
                                                                        assert_same, cfg_of,
                                                                        comparable):
     limit_gb = _limit_for(cfg_of(**ONE_BATCH), tmp_path, 2.5)  # room for 2 runs, not 3
@@ -90,8 +90,8 @@ def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path,
     assert [s["group_size"] for s in split] == [2] * 4
     assert [(s["status"], s["steps"]) for s in split] == [(s["status"], s["steps"]) for s in whole]
     assert_same(comparable(whole), comparable(split))
-    out = capsys.readouterr().out
-    assert "batch 8: 4 runs need about" in out and "GB: groups of 2\n" in out
+    out = scaling_log.text
+    assert "batch 8: 4 runs need about" in out and "GB: groups of 2" in out
 
 
 def _limit_for(cfg, tmp_path, runs: float) -> float:
@@ -105,12 +105,12 @@ def _limit_for(cfg, tmp_path, runs: float) -> float:
     return (fixed + runs * per_run) / memory.SAFETY / memory.GB
 
 
-def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, capsys, cfg_of):
+def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, scaling_log, cfg_of):
     limit_gb = _limit_for(cfg_of(**ONE_BATCH), tmp_path, 1.5)  # one run per group: 4 groups, not 1
     split = runner.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
                       tmp_path / "split")
     assert [s["group_size"] for s in split] == [1] * 4
-    out = capsys.readouterr().out
+    out = scaling_log.text
     assert "groups: 1 done, 3 left" in out and "groups: 4 done, 0 left" in out
 
 

@@ -22,6 +22,8 @@ RUNNERS = {
     "analyze": "scaling.cli.analyze:run",
     "gns": "scaling.cli.gns:run_command",
     "prepare-text": "scaling.cli.prepare:run",
+    "bench": "scaling.cli.bench:run",
+    "compare": "scaling.cli.compare:run",
 }
 
 

@@ -13,6 +13,7 @@ from scaling.config.names import LR_SELECTIONS, SCHEDULES
 from scaling.config.targets import RULES
 from scaling.errors import ConfigError
 from scaling.sweep.grid import parse_shard
+from scaling.sweep.progress import MODES as PROGRESS_MODES
 
 
 class UsageError(Exception):
@@ -129,8 +130,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_compile_cache(p)
     p.add_argument("--out", help="results folder (default: runs/<config name>)")
     p.add_argument("--force", action="store_true", help="write into a folder made by another config")
-    p.add_argument("--quiet", action="store_true", help="no progress (logs, CI); errors and the "
-                   "end table still print")
+    p.add_argument("--quiet", action="store_true", help="no progress and no messages but "
+                   "warnings; errors and the end table still print")
+    p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                   help="each group's progress: a live bar, plain lines (at most one a minute per "
+                        "group; for files and cluster logs), or none; auto: a bar on a terminal, "
+                        "else lines")
     p.add_argument("--dry-run", action="store_true",
                    help="print the runs, their groups and the plan; train and write nothing")
     p.add_argument("--shard", type=_shard, metavar="I/N",
@@ -228,7 +233,42 @@ def add_prepare_text(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing")
 
 
-SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text)
+def add_bench(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench", help="one group trained by the engine and by a tutorial-style loop, timed",
+        description="Train one group of a config's runs for a fixed number of steps with the "
+                    "engine and with a tutorial-style loop (runs one after another, a jitted "
+                    "step per step, the loss read every step), side by side in this process; "
+                    "print compile and training seconds, examples per second, MFU and the "
+                    "ratio. Nothing is written.")
+    p.add_argument("config", help="config (YAML)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    p.add_argument("--batch-size", type=_positive(int), action="append",
+                   help="repeatable (default: each of the config's batch sizes)")
+    p.add_argument("--steps", type=_positive(int), default=1000, help="steps per run (1000)")
+    p.add_argument("--runs", type=_positive(int),
+                   help="runs in the group, taken from the grid in order (default: one group's)")
+    p.add_argument("--repeats", type=_positive(int), default=1,
+                   help="timed repetitions of each arm; the fastest counts (1)")
+    _add_compile_cache(p)
+
+
+def add_compare(sub: Any) -> None:
+    p = sub.add_parser(
+        "compare", help="several finished sweeps overlaid: figures and one B_crit table",
+        description="Overlay the steps-vs-batch, examples-vs-steps, best-LR-vs-batch and "
+                    "noise-scale-vs-loss figures of finished sweeps and tabulate B_crit (with "
+                    "its interval), S_min, E_min and B_simple per sweep and target, with each "
+                    "sweep's learning-rate rule finding, in OUT/report.md and OUT/figures/.")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="results folders (two or more)")
+    p.add_argument("--labels", nargs="+", help="one name per folder (default: folder names)")
+    p.add_argument("--target", help="the target to compare on (needed when the sweeps' targets "
+                                    "differ)")
+    p.add_argument("--out", required=True, help="folder for report.md and figures/")
+
+
+SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text, add_bench,
+               add_compare)
 
 
 def build_parser() -> argparse.ArgumentParser:

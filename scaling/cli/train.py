@@ -59,7 +59,8 @@ def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> i
     if args.dry_run:
         print(runner.describe(prepared))
         return 0
-    summaries = runner.run(cfg, out, batch_sizes, args.force, args.quiet, args.shard)
+    summaries = runner.run(cfg, out, batch_sizes, args.force, args.quiet, args.shard,
+                           shown=args.progress)
     if is_leader():
         if not summaries:
             print(f"nothing to do: every run is already finished in {out}")

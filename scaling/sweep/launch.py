@@ -1,7 +1,7 @@
 """`scaling sweep --launcher slurm`: a sweep's shards as one SLURM job array, through submitit.
 
 The command checks everything first (the config, the whole grid, the results folder), then
-submits --jobs tasks. Task i runs `scaling sweep CONFIG ... --shard i/N --no-analyze --quiet` in
+submits --jobs tasks. Task i runs `scaling sweep CONFIG ... --shard i/N --no-analyze --progress lines` in
 its own process, so a task is exactly a manual shard: it writes its runs into the shared folder
 and, resubmitted, resumes. submitit is optional (pip install 'scaling[slurm]').
 
@@ -59,7 +59,7 @@ def task_count(requested: int | None, num_units: int) -> int:
 def shard_argvs(config: str, overrides: list[str], out: Path, jobs: int, force: bool) -> list[list[str]]:
     """One `scaling sweep` command line per task; absolute paths, since a task may start elsewhere."""
     base = ["sweep", str(Path(config).resolve()), *overrides, "--out", str(out.resolve()),
-            "--no-analyze", "--quiet", *(["--force"] if force else [])]
+            "--no-analyze", "--progress", "lines", *(["--force"] if force else [])]
     return [[*base, "--shard", f"{i}/{jobs}"] for i in range(jobs)]
 
 

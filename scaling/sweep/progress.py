@@ -1,16 +1,92 @@
-"""What a sweep prints: a per-batch-size progress table after each group, and the end table.
+"""What a sweep shows: each group's progress while it trains, a per-batch-size progress table
+after each group, and the end table.
 
-Pure functions of the planned runs and their summaries (None while a run is not done), so
-they are tested on synthetic summaries and reused by `--dry-run`.
+A group's progress suits where it goes (`--progress`): a live bar on a terminal, or plain lines
+for files and cluster logs (one when the group starts, at most one a minute while it trains,
+one when it ends; no carriage returns), or nothing. Lines and tables are log messages (the
+`scaling` logger), so library users route them as they like. The tables are pure functions of
+the planned runs and their summaries (None while a run is not done), tested on synthetic
+summaries and reused by `--dry-run`.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TextIO
 
-from scaling.formatting import duration, text_table
+from tqdm import tqdm
+
+from scaling.formatting import duration, number, text_table
 from scaling.sweep.grid import PlannedRun, best_lr
+
+log = logging.getLogger(__name__)
+MODES = ("auto", "bar", "lines", "none")
+LINE_EVERY_S = 60.0  # plain lines: at most one progress line per group this often
+
+
+def resolve(mode: str, stream: TextIO | None = None) -> str:
+    """auto: a bar where the bar's stream (stderr) is a terminal, else plain lines."""
+    if mode != "auto":
+        return mode
+    stream = stream or sys.stderr
+    return "bar" if hasattr(stream, "isatty") and stream.isatty() else "lines"
+
+
+class GroupProgress:
+    """One group's progress while it trains, as a bar, as plain lines, or not at all.
+
+    `step(furthest)` hears the furthest step any run has recorded, `running(n)` how many runs
+    still train; `close()` ends it.
+    """
+
+    def __init__(self, mode: str, desc: str, total_steps: int, batch_size: int, runs: int,
+                 first_step: int = 0, every_s: float = LINE_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.mode, self.desc, self.total, self.batch_size = mode, desc, total_steps, batch_size
+        self.runs = self.left = runs
+        self.first = self.at = first_step
+        self.every_s, self.clock = every_s, clock
+        self.started = self.last_line = clock()
+        self.bar = None
+        if mode == "bar":
+            self.bar = tqdm(total=total_steps, desc=desc, unit="step", leave=False,
+                            dynamic_ncols=True, initial=first_step)
+        elif mode == "lines":
+            begin = f" from step {first_step:,}" if first_step else ""
+            log.info("%s: started%s, %s steps", desc, begin, f"{total_steps:,}")
+
+    def step(self, furthest: int) -> None:
+        if furthest <= self.at:
+            return
+        self.at = furthest
+        if self.bar is not None:
+            self.bar.update(furthest - self.bar.n)
+        elif self.mode == "lines" and self.clock() - self.last_line >= self.every_s:
+            self.last_line = self.clock()
+            log.info("%s", self.line())
+
+    def running(self, left: int) -> None:
+        self.left = left
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{left} running", refresh=False)
+
+    def line(self) -> str:
+        """steps done, runs left, examples per second, time left (at the rate so far)."""
+        elapsed = max(self.clock() - self.started, 1e-9)
+        rate = (self.at - self.first) / elapsed
+        left_s = (self.total - self.at) / rate if rate > 0 else None
+        return (f"{self.desc}: step {self.at:,}/{self.total:,}, {self.left} of {self.runs} runs "
+                f"training, {number(rate * self.batch_size * self.left)} examples/s, about "
+                f"{duration(left_s)} left")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.mode == "lines":
+            log.info("%s: done in %s", self.desc, duration(self.clock() - self.started))
 
 
 @dataclass

@@ -21,7 +21,6 @@ from typing import Any
 
 import jax
 import yaml
-from tqdm import tqdm
 
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError, parse_target
@@ -121,7 +120,7 @@ def placement(cfg: Config, task: Task) -> str:
     return "host" if memory.tree_bytes(arrays) > limit / 4 else "device"
 
 
-def _eval_data(task: Task, cfg: Config) -> dict:
+def eval_subset(task: Task, cfg: Config) -> dict:
     """The fixed evaluation subset: the first eval.examples examples of the task's eval set."""
     arrays = task.eval_arrays()
     if cfg.eval.examples is not None:
@@ -212,17 +211,18 @@ def final_table(p: Prepared) -> str:
 
 def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
         quiet: bool = False, shard: tuple[int, int] | None = None,
-        on_records: OnRecords | None = None) -> list[dict[str, Any]]:
+        on_records: OnRecords | None = None, shown: str = "auto") -> list[dict[str, Any]]:
     """Train every unfinished run of this shard of the grid (optionally only some batch sizes).
 
     `on_records(rows_per_run, wall_s)`, if given, sees each group's rows once per chunk, after
-    they are written (examples and tokens filled in).
+    they are written (examples and tokens filled in). `shown`: how each group's progress shows
+    (scaling.sweep.progress.MODES; `quiet` shows none and no tables).
     """
     p = prepare(cfg, out, batch_sizes, force, shard)
     if is_leader():
         p.out.mkdir(parents=True, exist_ok=True)
         store.atomic_write(p.out / "sweep.yaml", config_mod.to_yaml(cfg))
-    session = Session(p, quiet, on_records)
+    session = Session(p, quiet, on_records, shown)
     summaries = []
     todo = lambda unit: [r for r in p.runs_of(unit) if r.run_id not in session.finished]
     try:
@@ -263,8 +263,10 @@ def _extend(session: Session, size: int) -> list[dict[str, Any]]:
 class Session:
     """The devices, data and compiled programs of one invocation, built on first need."""
 
-    def __init__(self, p: Prepared, quiet: bool, on_records: OnRecords | None = None) -> None:
+    def __init__(self, p: Prepared, quiet: bool, on_records: OnRecords | None = None,
+                 shown: str = "auto") -> None:
         self.p, self.quiet, self.on_records = p, quiet, on_records
+        self.shown = "none" if quiet else progress.resolve(shown)  # each group's progress
         self.finished = {r.run_id: s for r in p.planned
                          if (s := store.read_summary(p.out, r.run_id))}
         self.pending = {r.run_id: r for u in p.units for r in p.runs_of(u)
@@ -277,8 +279,9 @@ class Session:
         self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
 
     def say(self, text: str) -> None:
+        """A message for the person running the sweep (the `scaling` logger; the CLI shows it)."""
         if not self.quiet and is_leader():
-            print(text, flush=True)
+            log.info("%s", text)
 
     def _program(self, size: int) -> GroupProgram:
         """One program per batch size (it compiles its chunk once per group width)."""
@@ -292,7 +295,7 @@ class Session:
                 self.say(f"training data streamed from the host "
                          f"({memory.tree_bytes(task.train_arrays()) / memory.GB:.3g} GB)")
             self.context = (mesh, task, put_replicated(mesh, on_device),
-                            put_replicated(mesh, _eval_data(task, cfg)))
+                            put_replicated(mesh, eval_subset(task, cfg)))
         if size not in self.programs:
             spec = self.p.specs[size][0]
             if self.host_data:
@@ -349,7 +352,7 @@ class Session:
             feed = self._stream(program, [r.spec.seed for r in group])
             try:
                 done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1],
-                                    task, data, eval_data, self.p.runs_axis, self.quiet,
+                                    task, data, eval_data, self.p.runs_axis, self.shown,
                                     self.on_records, feed)
             finally:
                 if feed is not None:
@@ -404,26 +407,28 @@ class Session:
 
 def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[PlannedRun],
                  arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any,
-                 runs_axis: int, quiet: bool, on_records: OnRecords | None = None,
+                 runs_axis: int, shown: str, on_records: OnRecords | None = None,
                  feed: stream.HostStream | None = None) -> list[dict[str, Any]]:
+    """Train one group into its run folders; `shown`: how its progress shows (progress.MODES,
+    resolved)."""
     checkpoints = None
     if cfg.train.checkpoint_minutes > 0:
         checkpoints = GroupCheckpoints(store.checkpoint_dir(out, group_key(program, group)),
                                        cfg.train.checkpoint_minutes, cfg.train.keep_checkpoints)
     resume = checkpoints.restore(program, data, eval_data) if checkpoints else None
     desc = f"batch {group[0].batch_size}: {len(group)} runs"
-    bar = tqdm(total=arith.total_steps, desc=desc, unit="step", disable=quiet or not is_leader(),
-               leave=False, dynamic_ncols=True, initial=resume.first_step if resume else 0)
-    if resume is not None:
+    if resume is not None and is_leader():
         log.info("%s: resumed from the checkpoint at step %d", desc, resume.first_step)
-
-    def progress_bar(step: int) -> None:
-        bar.update(max(0, step - bar.n))
-
-    writer = Writer(cfg, out, group, arith, task, progress_bar, on_records,
+    bar = progress.GroupProgress(shown if is_leader() else "none", desc, arith.total_steps,
+                                 group[0].batch_size, len(group),
+                                 resume.first_step if resume else 0)
+    writer = Writer(cfg, out, group, arith, task, bar.step, on_records,
                     resume.first_step if resume else None)
-    results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, writer,
-                                   runs_axis, feed, checkpoints, resume)
+    try:
+        results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, writer,
+                                       runs_axis, feed, checkpoints, resume, bar.running)
+    finally:
+        bar.close()
     speed = throughput.figures(
         sum(r.steps for r in results), group[0].batch_size, max(writer.wall_s - compile_s, 0.0),
         program.model_flops(data), program.mesh.devices.flat[0], program.mesh.devices.size,
@@ -431,7 +436,6 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
     summaries = writer.finish(results, compile_s, speed)
     if checkpoints is not None:
         checkpoints.finish()
-    bar.close()
     return summaries
 
 

@@ -31,8 +31,8 @@ class RunResult:
 def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
               on_records: Callable[[list[list[dict]], float], None],
               runs_axis: int = 1, stream: HostStream | None = None,
-              checkpoints: GroupCheckpoints | None = None, resume: Resume | None = None
-              ) -> tuple[list[RunResult], float]:
+              checkpoints: GroupCheckpoints | None = None, resume: Resume | None = None,
+              on_running: Callable[[int], None] | None = None) -> tuple[list[RunResult], float]:
     """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
 
     The next chunk is dispatched before the previous chunk's metrics are read, so the device
@@ -40,8 +40,9 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     they fit a smaller width (scaling.train.repack). With a `stream` (data.placement: host) each
     chunk's batches come from it instead of `data`. With `checkpoints`, the state is saved at
     the chunk boundaries where one is due (its rows written first, so the files and the state
-    agree); `resume` continues from one. Returns the results and the compile seconds of the
-    chunk programs this group ran.
+    agree); `resume` continues from one. `on_running(n)` hears how many runs still train
+    after each chunk the host reads. Returns the results and the compile seconds of the chunk
+    programs this group ran.
     """
     spec = program.spec
     if resume is None:
@@ -52,6 +53,13 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
         pending, start = _Seen(*resume.seen), time.perf_counter() - resume.wall_s
     padded = runs + [runs[-1]] * (len(packing.slots) - len(runs))
     keys: set = set()
+
+    def fold(chunk: _Seen | _Pending) -> bool:
+        stopped = chunk.fold(packing, start, on_records)
+        if on_running is not None:
+            on_running(int(packing.running.sum()))
+        return stopped
+
     for first in range(first_step, spec.total_steps, spec.chunk_steps):
         cut = packing.plan()
         if cut is not None:
@@ -64,7 +72,7 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
             slots = stream.slots([padded[max(s, 0)].seed for s in packing.slots])
         rs, rows = program.chunk(rs, chunk_data, eval_data, first, slots)
         keys.add(program.compile_key(len(packing.slots), chunk_data))
-        if pending is not None and pending.fold(packing, start, on_records):
+        if pending is not None and fold(pending):
             pending = None
             break
         pending = _Pending(rows, packing.slots)
@@ -72,13 +80,13 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
                 and checkpoints.due():
             pending = pending.write(packing, start, on_records)
             if not pending.running[pending.slots != PAD].any():
-                pending.fold(packing, start, on_records)
+                fold(pending)
                 pending = None
                 break
             checkpoints.save(rs, packing, first + spec.chunk_steps, time.perf_counter() - start,
                              (pending.running, pending.slots))
     if pending is not None:
-        pending.fold(packing, start, on_records)
+        fold(pending)
     final = packing.final(program.final_view(rs))
     return [_result(final, i) for i in range(len(runs))], sum(program.compile_s[k] for k in keys)
 
