@@ -279,7 +279,7 @@ POINT_KEYS = {"batch_size", "best_lr", "hyperparameters", "refined_lr", "at_edge
               "num_diverged", "b_simple", "b_noise"}
 TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
                "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",
-               "b_simple_over_b_crit", "first_crossing"}
+               "b_simple_over_b_crit", "first_crossing", "overhead_b_crit"}
 FIT_KEYS = {"s_min", "e_min", "b_crit", "s_min_ci", "e_min_ci", "b_crit_ci", "num_points",
             "rms_log_residual", "bootstrap"}
 RULE_KEYS = {"batch_size", "learning_rate", "ratio_to_optimum", "steps", "relative_cost", "note"}
@@ -295,7 +295,7 @@ def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
     _no_nan(path.read_text())
     a = json.loads(path.read_text())
     assert set(a) == {"version", "sweep", "reached", "lr_selection", "primary_target", "runs",
-                      "targets", "lr_rules", "throughput"}
+                      "targets", "lr_rules", "throughput", "b_crit_power_law"}
     assert a["throughput"] == [], "summaries without throughput (older folders) give none"
     assert set(a["reached"]) == {"rule", "window", "definition"}
     assert set(a["sweep"]) == {"name", "task", "optimizer", "unit", "batch_sizes",

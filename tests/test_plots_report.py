@@ -7,6 +7,7 @@ S(B) = S_min + E_min / B, so B_crit = E_min / S_min is known and the report must
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -337,5 +338,10 @@ def test_analyze_writes_analysis_report_and_figures(tmp_path, capsys):
     text = (tmp_path / "report.md").read_text()
     assert "**64**" in text and all(f"figures/{n}" in text for n in drawn)
     assert f"wrote {tmp_path / 'report.md'}" in printed and "B_crit 64" in printed
+    pdf = (tmp_path / "figures.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page\b", pdf)) == len(drawn)
+    page = (tmp_path / "index.html").read_text()
+    assert all(f'<img src="figures/{n}"' in page for n in drawn) and "<script" not in page
+    assert page.count("<table>") == text.count("\n|---") and "<b>64</b>" in page
     assert main(["analyze", str(tmp_path), "--json", "--bootstrap", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["targets"][0]["b_crit"] == pytest.approx(64, 1e-3)

@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from scaling import store
+from scaling.analysis import definitions
 from scaling.analysis.lr_rules import lr_rules
 from scaling.analysis.selection import Choice, choose, resampled_steps
 from scaling.analysis.table import LRCurve, lr_curves, run_table
@@ -235,6 +236,7 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
              "b_simple": b_simple, "b_noise": median_positive([p["b_noise"] for p in points]),
              "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
+             "overhead_b_crit": definitions.overhead_entry(timed, fit),
              "first_crossing": {
                  "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
                  "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
@@ -293,7 +295,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
             "lr_selection": how, "primary_target": targets[0], "runs": runs,
             "targets": [e for e, _ in results],
             "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids),
-            "throughput": _throughput(records)}
+            "throughput": _throughput(records),
+            "b_crit_power_law": definitions.power_laws([e for e, _ in results])}
 
 
 def write(out: str | Path, analysis: dict) -> Path:

@@ -12,7 +12,7 @@ from scaling import store
 from scaling.analysis.analyze import analyze, summary_table, sweep_reading, write as write_analysis
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
-from scaling.report import figures, markdown
+from scaling.report import figures, markdown, sheet
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +35,9 @@ def analyze_folder(out: Any, targets: list[str] | None, bootstrap: int, as_json:
     records = store.load(out)
     written = [write_analysis(out, result)]
     drawn = figures.write_all(result, records, out / "figures")
-    written += drawn + [markdown.write(out, result, drawn)]
+    report = markdown.write(out, result, drawn)
+    pdf = sheet.write_pdf(drawn, out / "figures.pdf")
+    written += drawn + [report] + ([pdf] if pdf else []) + [sheet.write_html(report, out / "index.html")]
     if as_json:
         print(json.dumps(result, indent=2))
     elif not quiet:

@@ -15,8 +15,8 @@ import numpy as np
 
 from scaling.formatting import number
 from scaling.report.noise_figure import loss_key, noise_scale_vs_loss, noise_series
-from scaling.report.style import (OKABE_ITO, RULE_COLOURS, batch_axis, colour, geom, positive,
-                                  pyplot, save)
+from scaling.report.style import OKABE_ITO, RULE_COLOURS, batch_axis, colour, geom, pyplot, save
+from scaling.store.rows import positive
 
 __all__ = ["FIGURES", "noise_scale_vs_loss", "write_all"]
 
@@ -180,7 +180,7 @@ def lr_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
     return save(fig, path)
 
 
-def _best_runs(analysis: dict) -> set[str] | None:
+def best_runs(analysis: dict) -> set[str] | None:
     """Run ids at the best grid LR of each batch size for the LR-rules target."""
     target = _lr_target(analysis)
     best = {(p["batch_size"], p["best_lr"]) for p in (target or {}).get("points") or []}
@@ -195,7 +195,7 @@ def noise_vs_loss(analysis: dict, records: list[dict], path: Path) -> Path | Non
     if not noise_series(records, "b_simple", loss) and not noise_series(records, "b_noise", loss):
         return None
     b_crit = {t["name"]: t.get("b_crit") for t in analysis.get("targets") or []}
-    return noise_scale_vs_loss(records, path, b_crit, _best_runs(analysis))
+    return noise_scale_vs_loss(records, path, b_crit, best_runs(analysis))
 
 
 # ---------------------------------------------------------------- 5. B_crit vs target
@@ -235,6 +235,16 @@ def bcrit_vs_target(analysis: dict, records: list[dict], path: Path) -> Path | N
             values.append(t["b_crit"])
             ax.errorbar([t["value"]], [t["b_crit"]], yerr=err, fmt="o", color=OKABE_ITO[0],
                         capsize=4, zorder=3, label="$B_{crit}$ (95% CI)" if t is crit[0] else None)
+        over = [t for t in targets if positive((t.get("overhead_b_crit") or {}).get("fitted"))]
+        if over:
+            values += [t["overhead_b_crit"]["fitted"] for t in over]
+            ax.plot([t["value"] for t in over], [t["overhead_b_crit"]["fitted"] for t in over],
+                    "^", color=OKABE_ITO[2], zorder=3, label="20% overhead (fitted)")
+        for law in analysis.get("b_crit_power_law") or []:
+            if law["metric"] == metric and law["alpha_b"] is not None:
+                xs = geom(min(t["value"] for t in targets), max(t["value"] for t in targets), 50)
+                ax.plot(xs, [law["b_star"] * x ** law["exponent"] for x in xs], "-",
+                        color=OKABE_ITO[0], lw=1, label=f"power law, $\\alpha_B$={law['alpha_b']:.2g}")
         simple = [t for t in targets if positive(t.get("b_simple"))]
         if simple:
             values += [t["b_simple"] for t in simple]

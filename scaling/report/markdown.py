@@ -215,6 +215,31 @@ def _lr_rules(analysis: dict) -> list[str]:
     return lines
 
 
+def _definitions(analysis: dict) -> list[str]:
+    """B_crit by the other definitions beside E_min / S_min, and the power law across targets."""
+    targets = [t for t in analysis.get("targets") or [] if t.get("overhead_b_crit")]
+    if not targets:
+        return []
+    h = targets[0]["overhead_b_crit"]["overhead"]
+    header = ["target", "E_min / S_min", f"{h:.0%} overhead, fitted", f"{h:.0%} overhead, measured",
+              "from B_0"]
+    rows = [[t["name"], number(t.get("b_crit")), number(t["overhead_b_crit"]["fitted"]),
+             number(t["overhead_b_crit"]["measured"]),
+             number(t["overhead_b_crit"]["reference_batch_size"])] for t in targets]
+    lines = ["## Other definitions of the critical batch size", "",
+             f"McCandlish et al.'s E_min / S_min beside the batch size at which steps exceed ideal "
+             f"linear scaling from the smallest batch size B_0 by {h:.0%} (Zhang et al. 2024), on "
+             "the fitted curve and on the measured points (- where the grid never exceeds it).",
+             ""] + markdown_table(header, rows) + [""]
+    for fit in analysis.get("b_crit_power_law") or []:
+        alpha = "-" if fit["alpha_b"] is None else f"{fit['alpha_b']:.3g}"
+        lines += [f"- Across the {fit['num_targets']} {fit['metric']} targets: B_crit = "
+                  f"{number(fit['b_star'])} x L^{fit['exponent']:.3g} (95% interval of the "
+                  f"exponent {interval(fit['exponent_ci'])}), so alpha_B = {alpha} in "
+                  "B_crit = B_* / L^(1/alpha_B) (Kaplan et al. 2020)."]
+    return lines + ([""] if analysis.get("b_crit_power_law") else [])
+
+
 def _throughput(analysis: dict) -> list[str]:
     rows = analysis.get("throughput") or []
     if not rows:
@@ -333,7 +358,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines = [f"# Scaling report: {name}", ""]
     lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
     lines += _best_lr(analysis)
-    lines += _lr_rules(analysis) + _throughput(analysis) + _figures(out, figures)
+    lines += _definitions(analysis) + _lr_rules(analysis) + _throughput(analysis)
+    lines += _figures(out, figures)
     path = out / "report.md"
     atomic_write(path, "\n".join(lines).rstrip() + "\n")
     return path

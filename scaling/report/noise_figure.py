@@ -10,7 +10,8 @@ import numpy as np
 from scaling.analysis.curves import windowed_b_noise, windowed_b_simple
 from scaling.config import ConfigError
 from scaling.formatting import number
-from scaling.report.style import batch_colours, positive, pyplot, save
+from scaling.report.style import batch_colours, pyplot, save
+from scaling.store.rows import positive
 
 SMOOTH = 9  # running median over this many evaluation points: one-batch losses are noisy
 

@@ -37,10 +37,6 @@ def save(fig: Any, path: Path) -> Path:
     return path
 
 
-def positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
 def colour(i: int) -> str:
     return OKABE_ITO[i % len(OKABE_ITO)]
 

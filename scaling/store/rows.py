@@ -11,6 +11,11 @@ import numpy as np
 Row = dict[str, Any]
 
 
+def positive(value: Any) -> bool:
+    """A finite number above zero (steps, batch sizes, noise scales worth plotting or fitting)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
 def finite(value: Any) -> bool:
     """A real, finite number (rows hold None or NaN where nothing was measured)."""
     return isinstance(value, (int, float)) and math.isfinite(value)

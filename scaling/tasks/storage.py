@@ -65,10 +65,6 @@ def read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def norm_of(model: Any, default: str) -> str:
-    return default if model.norm == "default" else model.norm
-
-
 def ordinary_mode() -> int:
     """0o666 less the process umask: the mode open() gives a new file. A temporary file from
     mkstemp is private (0o600); it gets this mode before its rename, so collaborators and web

@@ -1,0 +1,29 @@
+"""`scaling bench`: the engine against a tutorial-style loop on one group (scaling.sweep.bench)."""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+
+from scaling.config import ConfigError, load
+from scaling.sweep import bench
+from scaling.train import compile_cache
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load(args.config, args.overrides)
+    sizes = args.batch_size or cfg.batch.sizes
+    for size in sizes:
+        if size not in cfg.batch.sizes:
+            raise ConfigError(f"--batch-size: got {size}, expected one of the config's "
+                              f"batch.sizes {cfg.batch.sizes}")
+    compile_cache.enable(args.compile_cache, args.no_compile_cache)
+    device = jax.devices()[0]
+    print(f"jax {jax.__version__}, {jax.device_count()} device(s): {device.platform} "
+          f"({device.device_kind}); {cfg.task.name}, {cfg.optimizer.name}", flush=True)
+    for size in sizes:
+        print()
+        print(bench.format_result(bench.bench(cfg, size, args.steps, args.runs, args.repeats)),
+              flush=True)
+    return 0

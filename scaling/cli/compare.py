@@ -1,0 +1,36 @@
+"""`scaling compare`: finished sweeps overlaid, one table (scaling.report.compare)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from scaling import store
+from scaling.analysis.analyze import analyze
+from scaling.cli.parser import UsageError
+from scaling.report import compare
+
+
+def _sweep(folder: str, label: str) -> compare.Sweep:
+    """A sweep's analysis.json as `scaling analyze` wrote it, else analysed now."""
+    path = Path(folder)
+    if not (path / "runs").is_dir():
+        raise UsageError(f"{folder}: not a results folder (no runs/ inside); expected the --out "
+                         "folder of scaling sweep")
+    saved = path / "analysis.json"
+    analysis = json.loads(saved.read_text()) if saved.is_file() else analyze(path)
+    return compare.Sweep(label, path, analysis, store.load(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    labels = args.labels or [Path(d).name for d in args.dirs]
+    if len(labels) != len(args.dirs):
+        raise UsageError(f"--labels: got {len(labels)}, expected one per folder ({len(args.dirs)})")
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"--labels: {', '.join(labels)} repeat a name; give each sweep its own")
+    sweeps = [_sweep(d, label) for d, label in zip(args.dirs, labels)]
+    names = compare.choose_targets(sweeps, args.target)
+    for path in compare.write(sweeps, names, Path(args.out)):
+        print(f"wrote {path}")
+    return 0

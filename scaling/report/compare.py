@@ -1,0 +1,184 @@
+"""`scaling compare`: several finished sweeps on one set of axes (SGD against Adam, one width
+against another, this week's sweep against last week's).
+
+Four overlaid figures (steps vs batch size with each fit, the steps/examples trade-off, the best
+learning rate vs batch size, the noise scale vs the loss of each sweep's best runs) and
+report.md with one table: per sweep and target, B_crit with its interval, S_min, E_min, B_simple
+at the target and the learning-rate rules' finding. Sweeps are compared on targets they share;
+sweeps whose targets differ need the one to use named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scaling.errors import ConfigError
+from scaling.formatting import interval, markdown_table, number
+from scaling.report.figures import best_runs
+from scaling.report.noise_figure import loss_key, noise_series
+from scaling.report.style import batch_axis, colour, geom, pyplot, save
+from scaling.store import atomic_write
+from scaling.store.rows import positive
+
+
+@dataclass
+class Sweep:
+    """One finished sweep: its label, folder, analysis.json dict and run records."""
+
+    label: str
+    folder: Path
+    analysis: dict
+    records: list[dict]
+
+    def target(self, name: str) -> dict:
+        return next(t for t in self.analysis["targets"] if t["name"] == name)
+
+
+def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
+    """The targets to compare on: `target` if given (every sweep must have it), else the
+    targets all sweeps share when their target lists are the same."""
+    names = {s.label: [t["name"] for t in s.analysis.get("targets") or []] for s in sweeps}
+    if target is not None:
+        for label, have in names.items():
+            if target not in have:
+                raise ConfigError(f"--target: sweep {label} has no target {target!r}; its "
+                                  f"targets are {', '.join(have) or 'none'}")
+        return [target]
+    first = next(iter(names.values()))
+    if any(set(have) != set(first) for have in names.values()):
+        listed = "; ".join(f"{label}: {', '.join(have)}" for label, have in names.items())
+        raise ConfigError(f"--target: the sweeps have different targets ({listed}); name the "
+                          "one to put them on one axis with, e.g. --target "
+                          f"'{first[0] if first else 'eval_loss<=1.0'}'")
+    return first
+
+
+def _points(sweep: Sweep, name: str) -> list[dict]:
+    return sorted((p for p in sweep.target(name).get("points") or []
+                   if positive(p.get("steps"))), key=lambda p: p["batch_size"])
+
+
+def _fit(sweep: Sweep, name: str) -> dict | None:
+    fit = sweep.target(name).get("fit")
+    return fit if fit and positive(fit.get("s_min")) and positive(fit.get("e_min")) else None
+
+
+def _figure(title: str):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    return fig, ax
+
+
+def _finish(fig, ax, path: Path) -> Path:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    return save(fig, path)
+
+
+def steps_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
+    drawn = [(i, s, _points(s, name)) for i, s in enumerate(sweeps)]
+    sizes = [p["batch_size"] for _, _, pts in drawn for p in pts]
+    if not sizes:
+        return None
+    fig, ax = _figure(f"Steps to {name} vs batch size")
+    grid = geom(min(sizes) / 1.4, max(sizes) * 1.4)
+    for i, s, pts in drawn:
+        ax.plot([p["batch_size"] for p in pts], [p["steps"] for p in pts], "o", color=colour(i),
+                label=s.label, zorder=3)
+        fit = _fit(s, name)
+        if fit:
+            ax.plot(grid, [fit["s_min"] + fit["e_min"] / b for b in grid], "-", color=colour(i),
+                    lw=1.5, label=f"{s.label} fit: $B_{{crit}}$={number(fit['b_crit'])}")
+    ax.set(yscale="log", ylabel="steps to target")
+    batch_axis(ax, sizes, "batch size")
+    return _finish(fig, ax, path)
+
+
+def examples_vs_steps(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
+    drawn = [(i, s, _points(s, name)) for i, s in enumerate(sweeps)]
+    if not any(pts for _, _, pts in drawn):
+        return None
+    fig, ax = _figure(f"Steps vs data to {name}")
+    for i, s, pts in drawn:
+        ax.plot([p["steps"] for p in pts], [p["examples"] for p in pts], "o-", color=colour(i),
+                lw=0.8, label=s.label, zorder=3)
+        fit = _fit(s, name)
+        if fit:
+            ax.plot([2 * fit["s_min"]], [2 * fit["e_min"]], "*", color=colour(i), ms=12,
+                    mec="black", mew=0.6, label=f"{s.label}: $B_{{crit}}$ at (2 $S_{{min}}$, "
+                                                 "2 $E_{min}$)")
+    ax.set(xscale="log", yscale="log", xlabel="steps to target", ylabel="examples to target")
+    return _finish(fig, ax, path)
+
+
+def lr_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
+    drawn = [(i, s, [p for p in _points(s, name) if positive(p.get("best_lr"))])
+             for i, s in enumerate(sweeps)]
+    sizes = [p["batch_size"] for _, _, pts in drawn for p in pts]
+    if not sizes:
+        return None
+    fig, ax = _figure(f"Best learning rate vs batch size ({name})")
+    for i, s, pts in drawn:
+        ax.plot([p["batch_size"] for p in pts], [p["best_lr"] for p in pts], "o-",
+                color=colour(i), label=s.label)
+    ax.set(yscale="log", ylabel="best learning rate")
+    batch_axis(ax, sizes, "batch size")
+    return _finish(fig, ax, path)
+
+
+def noise_vs_loss(sweeps: list[Sweep], path: Path) -> Path | None:
+    """B_simple against the loss along each sweep's best-learning-rate runs."""
+    fig, ax, any_drawn = None, None, False
+    for i, s in enumerate(sweeps):
+        loss, best = loss_key(s.records), best_runs(s.analysis)
+        series = [x for x in noise_series(s.records, "b_simple", loss)
+                  if best is None or x[0] in best]
+        for j, (_, _, losses, values) in enumerate(series):
+            if fig is None:
+                fig, ax = _figure(f"Noise scale vs {loss} (best runs of each sweep)")
+            ax.plot(losses, values, "-", color=colour(i), lw=1, alpha=0.8,
+                    label=s.label if j == 0 else None)
+            any_drawn = True
+    if not any_drawn:
+        return None
+    ax.set(xscale="log", yscale="log", xlabel="loss", ylabel="$B_{simple}$")
+    ax.invert_xaxis()
+    return _finish(fig, ax, path)
+
+
+def table(sweeps: list[Sweep], names: list[str]) -> list[str]:
+    header = ["sweep", "target", "B_crit", "interval", "S_min", "E_min", "B_simple",
+              "B_simple / B_crit"]
+    rows = []
+    for s in sweeps:
+        for name in names:
+            t = s.target(name)
+            rows.append([s.label, name, number(t.get("b_crit")), interval(t.get("b_crit_ci")),
+                         number(t.get("s_min")), number(t.get("e_min")),
+                         number(t.get("b_simple")), number(t.get("b_simple_over_b_crit"))])
+    return markdown_table(header, rows)
+
+
+def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
+    """The figures (on the first compared target) and report.md under `out`."""
+    out = Path(out)
+    name = names[0]
+    drawn = [steps_vs_batch(sweeps, name, out / "figures" / "steps_vs_batch.png"),
+             examples_vs_steps(sweeps, name, out / "figures" / "examples_vs_steps.png"),
+             lr_vs_batch(sweeps, name, out / "figures" / "lr_vs_batch.png"),
+             noise_vs_loss(sweeps, out / "figures" / "noise_vs_loss.png")]
+    drawn = [p for p in drawn if p is not None]
+    lines = ["# Comparison: " + ", ".join(s.label for s in sweeps), "",
+             "| sweep | folder |", "|---|---|"]
+    lines += [f"| {s.label} | `{s.folder}` |" for s in sweeps]
+    lines += ["", "## Critical batch size per sweep and target", ""] + table(sweeps, names)
+    lines += ["", "## Learning-rate rules", ""]
+    lines += [f"- {s.label}: {(s.analysis.get('lr_rules') or {}).get('summary') or 'not computed'}"
+              for s in sweeps]
+    lines += ["", f"## Figures ({name})", ""]
+    lines += [f"![{p.stem}](figures/{p.name})\n" for p in drawn]
+    report = out / "report.md"
+    atomic_write(report, "\n".join(lines).rstrip() + "\n")
+    return drawn + [report]
