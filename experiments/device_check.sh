@@ -12,7 +12,8 @@
 #       --implementation cp --platform manylinux2014_x86_64 -d .whl mnist1d==0.0.2.post1
 # then run this with the device tool (carry [".whl"], timeout_s 600):
 #   bash experiments/device_check.sh
-# It ends within 8 minutes of device time. On this CPU machine, to try the script itself:
+# It ends within 8 minutes of device time. On this CPU machine, to try the script itself (smaller
+# workloads and longer limits, about 10 minutes on 2 cores):
 #   PLATFORM=cpu OUT=/tmp/device_check PYTHON=.venv/bin/python bash experiments/device_check.sh
 set -u
 OUT=${OUT:-/tmp/device_check}
@@ -26,8 +27,15 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log
-    local name=$1 limit=$2
+if [ "${PLATFORM:-cuda}" = cpu ]; then  # trying the script itself: less work, more time
+    SLOW=3 BENCH=(--steps 300 --runs 8) THROUGHPUT=(--steps 30 --batch-sizes 128 1024)
+    QUICKSTART=(budget.max_examples=96000 "batch.sizes=[32,256,2048]")
+else
+    SLOW=1 BENCH=() THROUGHPUT=(--steps 300) QUICKSTART=()
+fi
+
+step() {  # step NAME SECONDS COMMAND...: run with a time limit (x SLOW), log to $OUT/NAME.log
+    local name=$1 limit=$(($2 * SLOW))
     shift 2
     echo "=== $name (limit ${limit} s): $*"
     local start=$SECONDS
@@ -42,9 +50,10 @@ jax.devices(), d.device_kind, (d.memory_stats() or {}).get('bytes_limit'))"
 step tests 240 env JAX_DEFAULT_MATMUL_PRECISION=highest "$PYTHON" -m pytest -q -rs \
     tests/test_gns.py tests/test_engine.py tests/test_memory.py tests/test_precision.py \
     tests/test_throughput.py tests/test_checkpoint.py -k "not sigkill or sigkill and 1"
-step bench128 100 "$PYTHON" experiments/bench_engine.py --also-gns-off --repeats 3
-step throughput 150 "$PYTHON" experiments/throughput.py --steps 300
-step quickstart 120 "$PYTHON" -m scaling.cli sweep configs/quickstart.yaml \
+step bench128 100 "$PYTHON" experiments/bench_engine.py --also-gns-off --repeats 3 "${BENCH[@]}"
+step throughput 150 "$PYTHON" experiments/throughput.py "${THROUGHPUT[@]}"
+rm -rf /tmp/device_check_quickstart
+step quickstart 120 "$PYTHON" -m scaling.cli sweep configs/quickstart.yaml "${QUICKSTART[@]}" \
     --out /tmp/device_check_quickstart --quiet
 cp /tmp/device_check_quickstart/report.md "$OUT/quickstart_report.md" 2>/dev/null
 cp /tmp/device_check_quickstart/figures/steps_vs_batch.png "$OUT/" 2>/dev/null

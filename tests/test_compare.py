@@ -48,9 +48,21 @@ def test_sweeps_with_different_targets_need_one_named(two_sweeps, tmp_path, caps
     assert main(["compare", *dirs, "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert "different targets" in err and "eval_loss<=0.5" in err and "--target" in err
+    assert f"they share {T}" in err
     assert main(["compare", *dirs, "--target", "eval_loss<=0.5", "--out", str(tmp_path / "c")]) == 2
     assert "sweep slow has no target 'eval_loss<=0.5'" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+def test_a_folder_with_only_its_analysis_compares_without_the_noise_figure(two_sweeps, tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "analysis.json").write_text((two_sweeps / "slow" / "analysis.json").read_text())
+    out = tmp_path / "c"
+    assert main(["compare", str(kept), str(two_sweeps / "fast"), "--target", T, "--out",
+                 str(out)]) == 0
+    assert "| kept | eval_loss<=0.3 |" in (out / "report.md").read_text()
+    assert (out / "figures" / "steps_vs_batch.png").is_file()
 
 
 def test_labels_must_match_the_folders(two_sweeps, tmp_path, capsys):

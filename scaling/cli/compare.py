@@ -13,14 +13,16 @@ from scaling.report import compare
 
 
 def _sweep(folder: str, label: str) -> compare.Sweep:
-    """A sweep's analysis.json as `scaling analyze` wrote it, else analysed now."""
+    """A sweep's analysis.json as `scaling analyze` wrote it, else analysed now. A folder that
+    kept only its analysis.json (a committed study) compares without the noise-scale figure,
+    which needs the runs' metrics."""
     path = Path(folder)
-    if not (path / "runs").is_dir():
-        raise UsageError(f"{folder}: not a results folder (no runs/ inside); expected the --out "
-                         "folder of scaling sweep")
-    saved = path / "analysis.json"
+    saved, runs = path / "analysis.json", path / "runs"
+    if not saved.is_file() and not runs.is_dir():
+        raise UsageError(f"{folder}: not a results folder (neither runs/ nor analysis.json "
+                         "inside); expected the --out folder of scaling sweep")
     analysis = json.loads(saved.read_text()) if saved.is_file() else analyze(path)
-    return compare.Sweep(label, path, analysis, store.load(path))
+    return compare.Sweep(label, path, analysis, store.load(path) if runs.is_dir() else [])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -48,9 +48,10 @@ def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
     first = next(iter(names.values()))
     if any(set(have) != set(first) for have in names.values()):
         listed = "; ".join(f"{label}: {', '.join(have)}" for label, have in names.items())
+        shared = [n for n in first if all(n in have for have in names.values())]
+        hint = (f"they share {', '.join(shared)}" if shared else "they share none")
         raise ConfigError(f"--target: the sweeps have different targets ({listed}); name the "
-                          "one to put them on one axis with, e.g. --target "
-                          f"'{first[0] if first else 'eval_loss<=1.0'}'")
+                          f"one to put them on one axis with --target ({hint})")
     return first
 
 
