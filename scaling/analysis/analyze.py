@@ -197,16 +197,14 @@ def _throughput(records: list[dict]) -> list[dict]:
     summaries recorded it are left out)."""
     out = []
     for size in sorted({r["summary"]["batch_size"] for r in records}):
-        speeds = [r["summary"]["throughput"] for r in records
-                  if r["summary"]["batch_size"] == size and r["summary"].get("throughput")]
-        if not speeds:
-            continue
-        mean = lambda key: (lambda v: sum(v) / len(v) if v else None)(
-            [s[key] for s in speeds if s.get(key) is not None])
-        out.append({"batch_size": size, "runs": len(speeds),
-                    **{k: mean(k) for k in ("examples_per_s", "run_steps_per_s",
-                                            "model_flops_per_step", "model_flops_per_s", "mfu")},
-                    "peak_source": speeds[0].get("peak_source")})
+        timed = [r["summary"] for r in records
+                 if r["summary"]["batch_size"] == size and r["summary"].get("throughput")]
+        if timed:
+            out.append({"batch_size": size, "runs": len(timed),
+                        **{k: store.mean_throughput(timed, k)
+                           for k in ("examples_per_s", "run_steps_per_s", "model_flops_per_step",
+                                     "model_flops_per_s", "mfu")},
+                        "peak_source": timed[0]["throughput"].get("peak_source")})
     return out
 
 

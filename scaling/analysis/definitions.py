@@ -75,7 +75,8 @@ def overhead_entry(points: list[dict], fit: dict | None, overhead: float = OVERH
     if fit and b0 and positive(fit.get("s_min")) and positive(fit.get("e_min")):
         fitted = fitted_overhead_b_crit(b0, fit["s_min"], fit["e_min"], overhead)
     return {"overhead": overhead, "reference_batch_size": b0,
-            "measured": measured_overhead_b_crit(sizes, steps, overhead), "fitted": fitted, "definition": OVERHEAD_DEFINITION.format(h=overhead)}
+            "measured": measured_overhead_b_crit(sizes, steps, overhead), "fitted": fitted,
+            "definition": OVERHEAD_DEFINITION.format(h=overhead)}
 
 
 def power_law(values: list[float], b_crits: list[float],

@@ -37,7 +37,8 @@ def analyze_folder(out: Any, targets: list[str] | None, bootstrap: int, as_json:
     drawn = figures.write_all(result, records, out / "figures")
     report = markdown.write(out, result, drawn)
     pdf = sheet.write_pdf(drawn, out / "figures.pdf")
-    written += drawn + [report] + ([pdf] if pdf else []) + [sheet.write_html(report, out / "index.html")]
+    page = sheet.write_html(report, out / "index.html")
+    written += drawn + [report] + ([pdf] if pdf else []) + [page]
     if as_json:
         print(json.dumps(result, indent=2))
     elif not quiet:

@@ -88,6 +88,14 @@ def load(out: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def mean_throughput(summaries: list[dict[str, Any]], key: str) -> float | None:
+    """The mean of a throughput figure (summary.json's `throughput`) over the summaries that
+    recorded it; None when none did (runs from before it existed)."""
+    values = [s["throughput"][key] for s in summaries
+              if (s.get("throughput") or {}).get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
 def training_seconds(records: list[dict[str, Any]]) -> float:
     """Training time recorded in run records: the sum over vmapped groups of each group's wall
     time (compile included), whatever invocations the runs were trained in. A group's runs

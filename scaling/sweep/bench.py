@@ -111,13 +111,14 @@ def bench(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None,
     task = build_task(cfg)
     mesh = make_mesh(runs_axis, data_shards)
     program = GroupProgram(task, runner.group_spec(cfg, batch_size, data_shards)[0], mesh)
-    data = put_replicated(mesh, task.train_arrays() or {})
-    eval_data = put_replicated(mesh, runner.eval_subset(task, cfg))
+    train_arrays, eval_arrays = task.train_arrays() or {}, runner.eval_subset(task, cfg)
+    data, eval_data = put_replicated(mesh, train_arrays), put_replicated(mesh, eval_arrays)
     engine = engine_arm(program, runs, data, eval_data, runs_axis, repeats)
-    loop = TutorialLoop(program, jax.device_put(task.train_arrays() or {}, jax.devices()[0]),
-                        jax.device_put(runner.eval_subset(task, cfg), jax.devices()[0]))
+    device = jax.devices()[0]  # the tutorial loop runs on the default device, as tutorials do
+    loop = TutorialLoop(program, jax.device_put(train_arrays, device),
+                        jax.device_put(eval_arrays, device))
     tutorial = loop.arm(runs, repeats)
-    peak, source = throughput.peak(jax.devices()[0], program.spec.precision)
+    peak, source = throughput.peak(device, program.spec.precision)
     return Result(batch_size, len(runs), steps, mesh.devices.size, engine, tutorial,
                   program.model_flops(data), peak, source)
 
@@ -172,8 +173,8 @@ class TutorialLoop:
             return jnp.sum(losses * weights) / jnp.sum(weights)
 
         loss, grads = jax.value_and_grad(mean_loss)(params)
-        lr = base_lr * lr_multiplier(spec.schedule, step, spec.total_steps,
-                                           spec.warmup_steps, spec.final_fraction)
+        lr = base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
+                                     spec.final_fraction)
         opt_state = set_learning_rate(opt_state, lr)
         updates, opt_state = self.tx(**opt_state.hyperparams).update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss

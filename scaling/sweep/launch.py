@@ -1,9 +1,9 @@
 """`scaling sweep --launcher slurm`: a sweep's shards as one SLURM job array, through submitit.
 
 The command checks everything first (the config, the whole grid, the results folder), then
-submits --jobs tasks. Task i runs `scaling sweep CONFIG ... --shard i/N --no-analyze --progress lines` in
-its own process, so a task is exactly a manual shard: it writes its runs into the shared folder
-and, resubmitted, resumes. submitit is optional (pip install 'scaling[slurm]').
+submits --jobs tasks. Task i runs `scaling sweep CONFIG ... --shard i/N --no-analyze --progress
+lines` in its own process, so a task is exactly a manual shard: it writes its runs into the
+shared folder and, resubmitted, resumes. submitit is optional (pip install 'scaling[slurm]').
 
 With --nodes K a task is K processes, one per node, that train their shard together: each
 learns the coordinator (the first node), the process count and its rank from submitit and

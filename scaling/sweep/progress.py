@@ -19,6 +19,7 @@ from typing import Any, Callable, TextIO
 
 from tqdm import tqdm
 
+from scaling import store
 from scaling.formatting import duration, number, text_table
 from scaling.sweep.grid import PlannedRun, best_lr
 
@@ -106,13 +107,6 @@ class BatchRow:
     mfu: float | None = None  # model-FLOPs utilisation, likewise
 
 
-def mean_throughput(summaries: list[dict[str, Any]], key: str) -> float | None:
-    """The mean of a throughput figure over runs that recorded it (scaling.train.throughput)."""
-    values = [s["throughput"][key] for s in summaries
-              if (s.get("throughput") or {}).get(key) is not None]
-    return sum(values) / len(values) if values else None
-
-
 def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | None],
                target: str | None) -> list[BatchRow]:
     rows = []
@@ -130,8 +124,8 @@ def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | 
             at_best = [s["examples_to_target"][target] for s in done if s["learning_rate"] == lr]
             examples = sum(at_best) / len(at_best)
         rows.append(BatchRow(size, total, len(done), diverged, missed, total - len(done), lr,
-                             steps, examples, mean_throughput(done, "examples_per_s"),
-                             mean_throughput(done, "mfu")))
+                             steps, examples, store.mean_throughput(done, "examples_per_s"),
+                             store.mean_throughput(done, "mfu")))
     return rows
 
 

@@ -55,7 +55,11 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     keys: set = set()
 
     def fold(chunk: _Seen | _Pending) -> bool:
-        stopped = chunk.fold(packing, start, on_records)
+        """Fold in which slots still ran at the chunk's end (its rows written first if they are
+        not yet); True when every real run has stopped."""
+        if isinstance(chunk, _Pending):
+            chunk = chunk.write(packing, start, on_records)
+        stopped = packing.update(chunk.running, chunk.slots)
         if on_running is not None:
             on_running(int(packing.running.sum()))
         return stopped
@@ -111,10 +115,6 @@ class _Seen:
     running: np.ndarray
     slots: np.ndarray
 
-    def fold(self, packing: Packing, start: float, on_records: Callable) -> bool:
-        """Fold in which slots still ran at the chunk's end; True when every real run stopped."""
-        return packing.update(self.running, self.slots)
-
 
 @dataclass
 class _Pending:
@@ -128,10 +128,6 @@ class _Pending:
         rows = jax.device_get(self.rows)
         on_records(packing.records(rows, self.slots), time.perf_counter() - start)
         return _Seen(np.asarray(rows["status"])[-1] == Status.RUNNING, self.slots)
-
-    def fold(self, packing: Packing, start: float, on_records: Callable) -> bool:
-        """Hand the chunk's metrics to the host; True when every real run has stopped."""
-        return self.write(packing, start, on_records).fold(packing, start, on_records)
 
 
 def _result(final: dict, i: int) -> RunResult:
