@@ -12,8 +12,9 @@ from scaling.config.load import apply_overrides, build, from_dict, load, to_dict
 from scaling.config.names import (HYPERPARAMS, LR_MODES, LR_RULES, LR_SELECTIONS, METRICS,
                                   OPTIMIZERS, SCHEDULES)
 from scaling.config.schema import (AXES, AnalysisConfig, BatchConfig, BudgetConfig, Config,
-                                   DataConfig, EvalConfig, GNSConfig, LearningRateConfig, ModelConfig,
-                                   OptimizerConfig, ParallelConfig, ReachedConfig, ScheduleConfig,
+                                   DataConfig, EvalConfig, GNSConfig, LearningRateConfig,
+                                   LogConfig, ModelConfig, OptimizerConfig, ParallelConfig,
+                                   ReachedConfig, ScheduleConfig,
                                    TaskConfig, TrainConfig, grid_axes)
 from scaling.config.validate import parse_target, validate, validate_devices
 from scaling.errors import ConfigError
@@ -21,7 +22,7 @@ from scaling.errors import ConfigError
 __all__ = [
     "AXES", "HYPERPARAMS", "LR_MODES", "LR_RULES", "LR_SELECTIONS", "METRICS", "OPTIMIZERS",
     "SCHEDULES", "AnalysisConfig", "BatchConfig", "BudgetConfig", "Config", "ConfigError",
-    "DataConfig", "EvalConfig", "GNSConfig", "LearningRateConfig", "ModelConfig", "OptimizerConfig",
+    "DataConfig", "EvalConfig", "GNSConfig", "LearningRateConfig", "LogConfig", "ModelConfig", "OptimizerConfig",
     "ParallelConfig", "ReachedConfig", "ScheduleConfig", "TaskConfig", "TrainConfig",
     "apply_overrides", "build", "centered_lr", "from_dict", "grid_axes", "learning_rates", "load",
     "parse_target", "to_dict", "to_json", "to_yaml", "validate", "validate_devices",

@@ -9,6 +9,7 @@ METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
+WANDB_MODES = ("online", "offline")
 
 # The scalars each optimizer family reads (its optax factory takes exactly these).
 HYPERPARAMS: dict[str, tuple[str, ...]] = {

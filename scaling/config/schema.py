@@ -226,6 +226,27 @@ class GNSConfig:
 
 
 @dataclass
+class WandbConfig:
+    """One Weights & Biases run per training run, the sweep as its group (off while project is
+    null). mode: online, or offline (files under <out>/wandb/, for `wandb sync` later)."""
+
+    project: str | None = None
+    entity: str | None = None
+    group: str | None = None  # default: the sweep's name
+    mode: str = "online"
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LogConfig:
+    """Experiment trackers fed from the metrics rows each chunk already returns (no extra
+    device reads): W&B, and TensorBoard event files under <out>/tensorboard/<run_id>/."""
+
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    tensorboard: bool = False
+
+
+@dataclass
 class Config:
     """A whole study: one task and model, a grid of batch sizes x learning rates x seeds."""
 
@@ -246,3 +267,4 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     gns: GNSConfig = field(default_factory=GNSConfig)
+    log: LogConfig = field(default_factory=LogConfig)

@@ -3,6 +3,7 @@ the bad value and what would be accepted."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from scaling.config import names, targets as targets_mod
@@ -104,6 +105,21 @@ def validate(cfg: Config) -> None:
     _validate_train(cfg)
     _validate_gns(cfg)
     _validate_data(cfg, task)
+    _validate_log(cfg)
+
+
+def _validate_log(cfg: Config) -> None:
+    """The tracker settings, and that each tracker asked for can be imported (it is optional)."""
+    w = cfg.log.wandb
+    need(w.mode in names.WANDB_MODES, "log.wandb.mode", w.mode,
+         f"one of {', '.join(names.WANDB_MODES)}")
+    need(w.project is not None or (w.entity, w.group, w.tags) == (None, None, []),
+         "log.wandb.project", None, "a project name while entity, group or tags are set")
+    for on, key, module in ((w.project is not None, "log.wandb", "wandb"),
+                            (cfg.log.tensorboard, "log.tensorboard", "tensorboardX")):
+        need(not on or importlib.util.find_spec(module) is not None, key, "set",
+             f"the {module} package installed (pip install {module}, or this package's trackers "
+             "extra: pip install -e '.[trackers]'), or the tracker off")
 
 
 def _validate_optimizer(cfg: Config) -> None:

@@ -26,6 +26,7 @@ from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError, parse_target
 from scaling.sweep import grid, plan, progress
 from scaling.sweep.grid import PlannedRun, Unit, expand
+from scaling.sweep.trackers import Tracker, open_trackers
 from scaling.sweep.writer import OnRecords, Writer
 from scaling.tasks import build_task
 from scaling.tasks.base import Task
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 # freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
 # and knobs that do not change results. Any other change makes earlier runs incomparable.
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis",
-             "data")
+             "data", "log")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -277,6 +278,7 @@ class Session:
         self.programs: dict[int, GroupProgram] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
         self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
+        self.trackers = open_trackers(p.cfg, p.out) if is_leader() else []
 
     def say(self, text: str) -> None:
         """A message for the person running the sweep (the `scaling` logger; the CLI shows it)."""
@@ -353,7 +355,7 @@ class Session:
             try:
                 done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1],
                                     task, data, eval_data, self.p.runs_axis, self.shown,
-                                    self.on_records, feed)
+                                    self.on_records, feed, self.trackers)
             finally:
                 if feed is not None:
                     feed.close()
@@ -408,9 +410,10 @@ class Session:
 def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[PlannedRun],
                  arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any,
                  runs_axis: int, shown: str, on_records: OnRecords | None = None,
-                 feed: stream.HostStream | None = None) -> list[dict[str, Any]]:
-    """Train one group into its run folders; `shown`: how its progress shows (progress.MODES,
-    resolved)."""
+                 feed: stream.HostStream | None = None,
+                 trackers: list[Tracker] | None = None) -> list[dict[str, Any]]:
+    """Train one group into its run folders (and `trackers`); `shown`: how its progress shows
+    (progress.MODES, resolved)."""
     checkpoints = None
     if cfg.train.checkpoint_minutes > 0:
         checkpoints = GroupCheckpoints(store.checkpoint_dir(out, group_key(program, group)),
@@ -423,10 +426,13 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
                                  group[0].batch_size, len(group),
                                  resume.first_step if resume else 0)
     writer = Writer(cfg, out, group, arith, task, bar.step, on_records,
-                    resume.first_step if resume else None)
+                    resume.first_step if resume else None, trackers)
     try:
         results, compile_s = run_group(program, [r.spec for r in group], data, eval_data, writer,
                                        runs_axis, feed, checkpoints, resume, bar.running)
+    except BaseException:
+        writer.close()
+        raise
     finally:
         bar.close()
     speed = throughput.figures(

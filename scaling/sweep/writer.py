@@ -1,5 +1,6 @@
 """One group's run folders: config.json at the start, metrics rows once per chunk, summary.json
-(steps and examples to each target, read under the config's `reached` rule) at the end."""
+(steps and examples to each target, read under the config's `reached` rule) at the end; the
+same to the experiment trackers the config turns on."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from scaling import config as config_mod, store
 from scaling.config import Config, targets
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.plan import Arithmetic
+from scaling.sweep.trackers import Tracker
 from scaling.tasks.base import Task
 from scaling.train import precision
 from scaling.train.loop import RunResult
@@ -24,11 +26,14 @@ class Writer:
 
     def __init__(self, cfg: Config, out: Path, runs: list[PlannedRun], arith: Arithmetic,
                  task: Task, on_progress: Callable[[int], None],
-                 on_records: OnRecords | None = None, resume_step: int | None = None) -> None:
+                 on_records: OnRecords | None = None, resume_step: int | None = None,
+                 trackers: list[Tracker] | None = None) -> None:
         """`resume_step`: the group continues from a checkpoint at that step, so each run keeps
-        its rows up to it; else every run folder starts afresh."""
+        its rows up to it; else every run folder starts afresh. `trackers` hear the same (on
+        the leader only)."""
         self.cfg, self.out, self.runs, self.arith, self.task = cfg, out, runs, arith, task
         self.on_progress, self.on_records = on_progress, on_records
+        self.trackers = (trackers or []) if is_leader() else []
         self.rows: list[list[dict[str, Any]]] = [[] for _ in runs]
         if resume_step is not None:
             self.rows = [store.rows_until(out, r.run_id, resume_step) for r in runs]
@@ -40,6 +45,9 @@ class Writer:
                     store.start_run(out, r.run_id, self.run_config(r))
                 else:
                     store.resume_run(out, r.run_id, self.run_config(r), rows)
+        for tracker in self.trackers:
+            for r in runs:
+                tracker.start(r.run_id, self.run_config(r), resume_step)
 
     def run_config(self, r: PlannedRun) -> dict[str, Any]:
         c = config_mod.to_dict(self.cfg)
@@ -70,6 +78,8 @@ class Writer:
                 self.rows[i].extend(rows)
                 if is_leader():
                     store.append_metrics(self.out, self.runs[i].run_id, rows)
+                for tracker in self.trackers:
+                    tracker.log(self.runs[i].run_id, rows)
         self.on_progress(furthest)
         if self.on_records is not None:
             self.on_records(records, wall_s)
@@ -98,4 +108,11 @@ class Writer:
             summaries.append(summary)
             if is_leader():
                 store.finish_run(self.out, r.run_id, summary)
+            for tracker in self.trackers:
+                tracker.finish(r.run_id, summary)
         return summaries
+
+    def close(self) -> None:
+        """End the trackers' runs still open (the group stopped early with an error)."""
+        for tracker in self.trackers:
+            tracker.close()
