@@ -140,16 +140,21 @@ SWEEP = {
 }
 
 
-def _cfg_of(**changes) -> config_mod.Config:
-    """SWEEP with `section=value` or `section__key=value` changes."""
-    data = json.loads(json.dumps(SWEEP))
+def _config_from(base: dict, **changes) -> config_mod.Config:
+    """The config `base` with `section=value` or `section__key=value` changes."""
+    data = json.loads(json.dumps(base))
     for key, value in changes.items():
         section, _, name = key.partition("__")
         if name:
-            data[section][name] = value
+            data.setdefault(section, {})[name] = value
         else:
             data[section] = value
     return config_mod.from_dict(data)
+
+
+def _cfg_of(**changes) -> config_mod.Config:
+    """SWEEP with `section=value` or `section__key=value` changes."""
+    return _config_from(SWEEP, **changes)
 
 
 def _write_config(folder: Path, **changes) -> str:
@@ -190,6 +195,11 @@ def _on_disk(out: Path) -> dict[str, dict]:
 @pytest.fixture(scope="session")
 def cfg_of():
     return _cfg_of
+
+
+@pytest.fixture(scope="session")
+def config_from():
+    return _config_from
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,23 @@ def expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int) -> np.n
     return out
 
 
+def phases_expected_loss(options: NQMOptions, phases: list[tuple[float, int, int]]) -> np.ndarray:
+    """Exact E[L] at every step of SGD that runs through `phases` in turn, each (learning rate,
+    batch size, steps): the loss after 0, 1, ..., sum of steps. Each phase's mean and variance
+    follow in closed form from the last one's (a branch from a base run, a batch-size
+    schedule)."""
+    h, c = spectra(options)
+    mean, var = np.full_like(h, options.init_scale), np.zeros_like(h)
+    out = [0.5 * np.sum(h * mean**2)]
+    for lr, batch, steps in [phase for phase in phases if phase[2] > 0]:
+        r = 1.0 - lr * h
+        r2t = r ** (2 * np.arange(1, steps + 1)[:, None])
+        noise = lr**2 * c / batch * (1.0 - r2t) / (1.0 - r**2)
+        out.extend(0.5 * np.sum(h * ((mean**2 + var) * r2t + noise), axis=1))
+        mean, var = mean * r**steps, var * r2t[-1] + noise[-1]
+    return np.asarray(out)
+
+
 def constant_lr_expected_loss_ema(options: NQMOptions, lrs: np.ndarray, batch_size: int,
                                   steps: int, decay: float) -> np.ndarray:
     """Exact E[L] of the bias-corrected moving average of the SGD iterates at each constant lr,

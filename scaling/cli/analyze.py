@@ -10,6 +10,8 @@ from typing import Any
 
 from scaling import store
 from scaling.analysis.analyze import analyze, summary_table, sweep_reading, write as write_analysis
+from scaling.analysis.branching import is_branch_folder
+from scaling.cli.branch import analyze_branch_folder
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
 from scaling.report import figures, markdown, sheet
@@ -17,6 +19,8 @@ from scaling.report import figures, markdown, sheet
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.dir)
+    if is_branch_folder(out):
+        return analyze_branch_folder(out, args.bootstrap, args.json, args.quiet)
     if not (out / "runs").is_dir():
         raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
                          "--out folder of scaling sweep or scaling train")

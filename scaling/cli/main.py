@@ -24,6 +24,7 @@ RUNNERS = {
     "prepare-text": "scaling.cli.prepare:run",
     "bench": "scaling.cli.bench:run",
     "compare": "scaling.cli.compare:run",
+    "branch": "scaling.cli.branch:run",
 }
 
 

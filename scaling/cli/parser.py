@@ -267,8 +267,34 @@ def add_compare(sub: Any) -> None:
     p.add_argument("--out", required=True, help="folder for report.md and figures/")
 
 
+def add_branch(sub: Any) -> None:
+    p = sub.add_parser(
+        "branch", help="the local critical batch size along training, from branched runs",
+        description="Train a base run at batch B0 (one per seed; branch.batch_size, "
+                    "branch.learning_rate), save its state at points along training, branch "
+                    "from each point at k x B0 (branch.factors, learning rate by "
+                    "branch.lr_rule) for a window of examples, and report the largest batch "
+                    "whose loss keeps up with the base against the base's noise scales: "
+                    "OUT/base/ (the base's sweep folder), OUT/branches/runs/, "
+                    "OUT/analysis.json, OUT/report.md, OUT/figures/. Running it again resumes.")
+    p.add_argument("config", help="config (YAML) with a branch: section (docs/branching.md)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
+    _add_compile_cache(p)
+    p.add_argument("--out", help="results folder (default: runs/<config name>-branch)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder whose base was saved at other points")
+    p.add_argument("--quiet", action="store_true", help="no progress and no messages but warnings")
+    p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                   help="each group's progress: bar, lines or none (auto: a bar on a terminal)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (points, factors, windows); train and write nothing")
+    p.add_argument("--no-analyze", action="store_true", help="skip analysis.json and the report")
+    p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
+                   help="bootstrap resamples over seeds for the intervals (default 1000)")
+
+
 SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text, add_bench,
-               add_compare)
+               add_compare, add_branch)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,8 @@ LR_SELECTIONS = ("min", "crossfit")
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")
+BRANCH_RULES = ("linear", "sqrt", "constant")  # learning rate of a branch at k x B0
+BRANCH_METRICS = ("eval_loss", "train_loss")
 
 # The scalars each optimizer family reads (its optax factory takes exactly these).
 HYPERPARAMS: dict[str, tuple[str, ...]] = {

@@ -226,6 +226,37 @@ class GNSConfig:
 
 
 @dataclass
+class BranchConfig:
+    """`scaling branch` (docs/branching.md): a base run at batch_size, branched at points along
+    training into runs at k x batch_size for each k in factors (learning rate by lr_rule from
+    the base's, times each lr_grid factor), each for `window` examples; the local critical
+    batch size at a point is the largest k x batch_size whose every smaller factor's `metric`
+    keeps within `tolerance` (relative) of the base's, continued (Merrill et al. 2025).
+
+    batch_size: B0 (default: the smallest of batch.sizes); learning_rate: the base's (default:
+    the config's only learning rate at B0). points: examples at which to branch, each moved to
+    the nearest chunk boundary of the base (train.chunk_steps); else num_points log-spaced from
+    1% of the base's steps to the last point a window fits after. window: examples per branch
+    (default a tenth of the budget), rounded to a whole number of steps at every factor and
+    evaluation point. evals: evaluation points per window; average: how many of the last ones
+    the compared metric averages.
+    """
+
+    batch_size: int | None = None
+    learning_rate: float | None = None
+    points: list[int] = field(default_factory=list)
+    num_points: int = 5
+    factors: list[int] = field(default_factory=lambda: [2, 4, 8, 16])
+    lr_rule: str = "linear"
+    lr_grid: list[float] = field(default_factory=lambda: [1.0])
+    window: int | None = None
+    tolerance: float = 0.01
+    metric: str = "eval_loss"
+    evals: int = 4
+    average: int = 1
+
+
+@dataclass
 class WandbConfig:
     """One Weights & Biases run per training run, the sweep as its group (off while project is
     null). mode: online, or offline (files under <out>/wandb/, for `wandb sync` later)."""
@@ -268,3 +299,4 @@ class Config:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     gns: GNSConfig = field(default_factory=GNSConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    branch: BranchConfig = field(default_factory=BranchConfig)

@@ -106,6 +106,34 @@ def validate(cfg: Config) -> None:
     _validate_gns(cfg)
     _validate_data(cfg, task)
     _validate_log(cfg)
+    _validate_branch(cfg)
+
+
+def _validate_branch(cfg: Config) -> None:
+    """The branch section (read by `scaling branch` only; its defaults always pass)."""
+    b = cfg.branch
+    need(b.batch_size is None or b.batch_size > 0, "branch.batch_size", b.batch_size,
+         "a positive integer or null (the smallest of batch.sizes)")
+    need(b.learning_rate is None or b.learning_rate > 0, "branch.learning_rate",
+         b.learning_rate, "a positive number or null (the config's learning rate at B0)")
+    need(all(p > 0 for p in b.points), "branch.points", b.points,
+         "a list of positive numbers of examples")
+    need(b.num_points >= 1, "branch.num_points", b.num_points, "an integer >= 1")
+    need(len(b.factors) > 0 and all(k >= 1 for k in b.factors), "branch.factors", b.factors,
+         "a non-empty list of integers >= 1 (branches at k x branch.batch_size; 1 adds only the "
+         "learning-rate grid's other factors at the base's batch)")
+    need(b.lr_rule in names.BRANCH_RULES, "branch.lr_rule", b.lr_rule,
+         f"one of {', '.join(names.BRANCH_RULES)}")
+    need(len(b.lr_grid) > 0 and all(f > 0 for f in b.lr_grid), "branch.lr_grid", b.lr_grid,
+         "a non-empty list of positive factors on the rule's learning rate")
+    need(b.window is None or b.window > 0, "branch.window", b.window,
+         "a positive number of examples or null (a tenth of the base's budget)")
+    need(b.tolerance >= 0, "branch.tolerance", b.tolerance, "a number >= 0 (relative)")
+    need(b.metric in names.BRANCH_METRICS, "branch.metric", b.metric,
+         f"one of {', '.join(names.BRANCH_METRICS)}")
+    need(b.evals >= 1, "branch.evals", b.evals, "an integer >= 1")
+    need(1 <= b.average <= b.evals, "branch.average", b.average,
+         f"an integer from 1 to branch.evals={b.evals}")
 
 
 def _validate_log(cfg: Config) -> None:

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
 # and knobs that do not change results. Any other change makes earlier runs incomparable.
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis",
-             "data", "log")
+             "data", "log", "branch")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -141,6 +141,7 @@ class Prepared:
     extensions: list[dict[str, Any]]
     runs_axis: int
     data_shards: int
+    checkpoint_at: tuple[int, ...] = ()  # steps every group saves (and keeps) its state at
 
     @property
     def centered(self) -> bool:
@@ -355,7 +356,7 @@ class Session:
             try:
                 done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1],
                                     task, data, eval_data, self.p.runs_axis, self.shown,
-                                    self.on_records, feed, self.trackers)
+                                    self.on_records, feed, self.trackers, self.p.checkpoint_at)
             finally:
                 if feed is not None:
                     feed.close()
@@ -411,13 +412,19 @@ def _train_group(cfg: Config, out: Path, program: GroupProgram, group: list[Plan
                  arith: plan.Arithmetic, task: Task, data: Any, eval_data: Any,
                  runs_axis: int, shown: str, on_records: OnRecords | None = None,
                  feed: stream.HostStream | None = None,
-                 trackers: list[Tracker] | None = None) -> list[dict[str, Any]]:
+                 trackers: list[Tracker] | None = None,
+                 at_steps: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Train one group into its run folders (and `trackers`); `shown`: how its progress shows
-    (progress.MODES, resolved)."""
+    (progress.MODES, resolved). With `at_steps`, the state is also saved, and kept, at those
+    steps, beside runs.json (the group's run ids in slot order: what a branch restores)."""
     checkpoints = None
-    if cfg.train.checkpoint_minutes > 0:
-        checkpoints = GroupCheckpoints(store.checkpoint_dir(out, group_key(program, group)),
-                                       cfg.train.checkpoint_minutes, cfg.train.keep_checkpoints)
+    if cfg.train.checkpoint_minutes > 0 or at_steps:
+        folder = store.checkpoint_dir(out, group_key(program, group))
+        checkpoints = GroupCheckpoints(folder, cfg.train.checkpoint_minutes,
+                                       cfg.train.keep_checkpoints, at_steps)
+        if at_steps and is_leader():
+            folder.mkdir(parents=True, exist_ok=True)
+            store.write_json(folder / "runs.json", [r.run_id for r in group])
     resume = checkpoints.restore(program, data, eval_data) if checkpoints else None
     desc = f"batch {group[0].batch_size}: {len(group)} runs"
     if resume is not None and is_leader():

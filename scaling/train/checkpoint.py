@@ -48,10 +48,16 @@ class Resume:
 
 
 class GroupCheckpoints:
-    """One group's checkpoint folder: when to save, save, find the newest good one, clean up."""
+    """One group's checkpoint folder: when to save, save, find the newest good one, clean up.
 
-    def __init__(self, folder: Path, every_minutes: float, keep: bool) -> None:
+    Besides every `every_minutes`, a checkpoint is saved at each chunk boundary in `at_steps`
+    (the branch points of `scaling branch`); those are never pruned and outlive the group.
+    """
+
+    def __init__(self, folder: Path, every_minutes: float, keep: bool,
+                 at_steps: tuple[int, ...] = ()) -> None:
         self.folder, self.every_s, self.keep = Path(folder), 60.0 * every_minutes, keep
+        self.at_steps = frozenset(at_steps)
         self.last = time.perf_counter()
         self._checkpointer: Any = None
 
@@ -62,9 +68,12 @@ class GroupCheckpoints:
             self._checkpointer = ocp.StandardCheckpointer()
         return self._checkpointer
 
-    def due(self) -> bool:
-        """Time for a checkpoint. Every process must agree (orbax saves collectively), so with
-        several processes the leader's clock decides."""
+    def due(self, step: int) -> bool:
+        """A checkpoint after `step`: one of `at_steps`, or time for one. Every process must
+        agree (orbax saves collectively), so with several processes the leader's clock
+        decides."""
+        if step in self.at_steps:
+            return True
         due = self.every_s > 0 and time.perf_counter() - self.last >= self.every_s
         if jax.process_count() > 1:
             from jax.experimental import multihost_utils
@@ -88,9 +97,12 @@ class GroupCheckpoints:
             self._prune()
         self.last = time.perf_counter()
 
-    def restore(self, program: GroupProgram, data: Any, eval_data: Any) -> Resume | None:
-        """The newest checkpoint whose files are intact, restored; None to start from step 0."""
-        for meta_path in sorted(self.folder.glob("step_*.json"), key=_step, reverse=True):
+    def restore(self, program: GroupProgram, data: Any, eval_data: Any,
+                step: int | None = None) -> Resume | None:
+        """The newest checkpoint whose files are intact (or the one at `step`), restored; None
+        to start from step 0 (or when the one at `step` is missing or damaged)."""
+        metas = sorted(self.folder.glob("step_*.json"), key=_step, reverse=True)
+        for meta_path in [m for m in metas if step is None or _step(m) == step]:
             try:
                 meta = json.loads(meta_path.read_text())
                 path = self.folder / f"step_{meta['step']}"
@@ -113,19 +125,25 @@ class GroupCheckpoints:
         return None
 
     def finish(self) -> None:
-        """The group is done: its checkpoints go, unless train.keep_checkpoints."""
+        """The group is done: its checkpoints go, unless train.keep_checkpoints; those at
+        `at_steps` stay."""
         if self._checkpointer is not None:
             self._checkpointer.close()
-        if not self.keep and is_leader():
+        if self.keep or not is_leader():
+            return
+        if self.at_steps:
+            self._prune(keep=0)
+        else:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _prune(self) -> None:
-        """Keep the newest KEEP complete checkpoints; drop older ones and folders left by saves
-        that never finished."""
+    def _prune(self, keep: int = KEEP) -> None:
+        """Keep the newest `keep` complete checkpoints and those at `at_steps`; drop the others
+        and folders left by saves that never finished."""
         metas = sorted(self.folder.glob("step_*.json"), key=_step, reverse=True)
-        kept = {m.stem for m in metas[:KEEP]}
-        for meta in metas[KEEP:]:
-            meta.unlink(missing_ok=True)
+        kept = {m.stem for m in metas[:keep]} | {m.stem for m in metas if _step(m) in self.at_steps}
+        for meta in metas:
+            if meta.stem not in kept:
+                meta.unlink(missing_ok=True)
         for entry in self.folder.iterdir():
             if entry.is_dir() and entry.name not in kept:
                 shutil.rmtree(entry, ignore_errors=True)
@@ -145,9 +163,12 @@ def _is_key(leaf: Any) -> bool:
 
 def _saveable(rs: Any) -> dict[str, Any]:
     """The state's leaves by position, random keys as their raw uint32 data (orbax stores
-    plain arrays). Works on concrete and on abstract (ShapeDtypeStruct) states."""
+    plain arrays), empty leaves (a group without targets) left out: orbax refuses them. Works
+    on concrete and on abstract (ShapeDtypeStruct) states."""
     out = {}
     for i, leaf in enumerate(jax.tree.leaves(rs)):
+        if leaf.size == 0:
+            continue
         if _is_key(leaf) and isinstance(leaf, jax.ShapeDtypeStruct):
             shape = jax.eval_shape(jax.random.key_data, leaf)
             leaf = jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=leaf.sharding)
@@ -160,6 +181,7 @@ def _saveable(rs: Any) -> dict[str, Any]:
 def _restored(saved: dict[str, Any], abstract: RunState) -> RunState:
     leaves, tree = jax.tree.flatten(abstract)
     # The state's keys come from jax.random.key, so they have the default implementation.
-    restored = [jax.random.wrap_key_data(saved[str(i)]) if _is_key(a) else saved[str(i)]
+    restored = [jnp.zeros(a.shape, a.dtype, device=a.sharding) if a.size == 0
+                else jax.random.wrap_key_data(saved[str(i)]) if _is_key(a) else saved[str(i)]
                 for i, a in enumerate(leaves)]
     return jax.tree.unflatten(tree, restored)

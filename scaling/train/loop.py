@@ -32,7 +32,8 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
               on_records: Callable[[list[list[dict]], float], None],
               runs_axis: int = 1, stream: HostStream | None = None,
               checkpoints: GroupCheckpoints | None = None, resume: Resume | None = None,
-              on_running: Callable[[int], None] | None = None) -> tuple[list[RunResult], float]:
+              on_running: Callable[[int], None] | None = None,
+              until: int | None = None) -> tuple[list[RunResult], float]:
     """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
 
     The next chunk is dispatched before the previous chunk's metrics are read, so the device
@@ -40,9 +41,11 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     they fit a smaller width (scaling.train.repack). With a `stream` (data.placement: host) each
     chunk's batches come from it instead of `data`. With `checkpoints`, the state is saved at
     the chunk boundaries where one is due (its rows written first, so the files and the state
-    agree); `resume` continues from one. `on_running(n)` hears how many runs still train
-    after each chunk the host reads. Returns the results and the compile seconds of the chunk
-    programs this group ran.
+    agree); `resume` continues from one, or from any state built like one (a branch, a
+    schedule's next phase: GroupProgram.start_from). `on_running(n)` hears how many runs still
+    train after each chunk the host reads. `until` ends the group before that step (default:
+    the spec's total steps); runs still training then end with status "running". Returns the
+    results and the compile seconds of the chunk programs this group ran.
     """
     spec = program.spec
     if resume is None:
@@ -64,7 +67,8 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
             on_running(int(packing.running.sum()))
         return stopped
 
-    for first in range(first_step, spec.total_steps, spec.chunk_steps):
+    end = spec.total_steps if until is None else min(until, spec.total_steps)
+    for first in range(first_step, end, spec.chunk_steps):
         cut = packing.plan()
         if cut is not None:
             final_view = program.final_view(rs)
@@ -74,14 +78,14 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
         if stream is not None:
             chunk_data = stream.get(first)
             slots = stream.slots([padded[max(s, 0)].seed for s in packing.slots])
-        rs, rows = program.chunk(rs, chunk_data, eval_data, first, slots)
+        rs, rows = program.chunk(rs, chunk_data, eval_data, first, slots, end)
         keys.add(program.compile_key(len(packing.slots), chunk_data))
         if pending is not None and fold(pending):
             pending = None
             break
         pending = _Pending(rows, packing.slots)
-        if checkpoints is not None and first + spec.chunk_steps < spec.total_steps \
-                and checkpoints.due():
+        if checkpoints is not None and first + spec.chunk_steps < end \
+                and checkpoints.due(first + spec.chunk_steps):
             pending = pending.write(packing, start, on_records)
             if not pending.running[pending.slots != PAD].any():
                 fold(pending)

@@ -68,6 +68,7 @@ class GroupProgram:
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
         self._take = jax.jit(self._take_fn)
+        self._start_from = jax.jit(self._start_from_fn, static_argnums=5)
         # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
         # compile seconds, chunks run.
         self._compiling = threading.Lock()
@@ -130,11 +131,10 @@ class GroupProgram:
         params = self.task.init(init_key)
         opt_state = self._tx(hparams).init(params)
         spec = self.spec
-        perm_len = spec.steps_per_epoch * spec.batch_size if spec.num_train and not spec.host_data else 1
         zero, no_steps = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
         rs = RunState(
             params=params, opt_state=opt_state, base_lr=hparams["learning_rate"],
-            data_key=data_key, perm=jnp.zeros(perm_len, jnp.int32), steps=no_steps,
+            data_key=data_key, perm=jnp.zeros(self._perm_length, jnp.int32), steps=no_steps,
             status=jnp.full((), Status.RUNNING, jnp.int32), start_loss=zero, loss_sum=zero,
             loss_count=zero, noise=measure.init(spec),
             reach=reach.init(len(spec.targets), len(spec.eval_points), spec.reach),
@@ -204,18 +204,22 @@ class GroupProgram:
         return self._shard_runs(rs), self._replicate(row)
 
     def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
-                  first_step: jax.Array, slots: jax.Array) -> tuple[RunState, dict]:
-        """`chunk_steps` steps of every run. Host-streamed, `data` holds the chunk's batches,
-        (seeds, chunk_steps, batch, ...), and `slots` each run's seed among them."""
+                  first_step: jax.Array, end_step: jax.Array, slots: jax.Array
+                  ) -> tuple[RunState, dict]:
+        """`chunk_steps` steps of every run, none at or past `end_step` (a segment that ends
+        before the run's total steps: a branch's window, a batch-size schedule's phase).
+        Host-streamed, `data` holds the chunk's batches, (seeds, chunk_steps, batch, ...), and
+        `slots` each run's seed among them."""
         spec = self.spec
         steps = first_step + jnp.arange(spec.chunk_steps)
+        end = jnp.minimum(end_step, spec.total_steps)
         after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None, None))
         row_shape = jax.eval_shape(
             lambda r: after_eval(r, data, eval_data, sched, steps[0], False, False)[1], rs)
         train_step = self._vmap(self._train_step, (0, None, None, 0, 0))
 
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
-            live = (rs.status == Status.RUNNING) & (step < spec.total_steps)
+            live = (rs.status == Status.RUNNING) & (step < end)
             step_data = data
             if spec.host_data:
                 step_data = jax.tree.map(lambda a: a[:, step - first_step], data)
@@ -242,6 +246,32 @@ class GroupProgram:
         """The runs in slots `take` (every leaf, optimizer state and keys included), pads marked."""
         rs = jax.tree.map(lambda x: jnp.take(x, take, axis=0), rs)
         return self._shard_runs(rs._replace(status=jnp.where(pad, Status.PADDING, rs.status)))
+
+    def _start_from_fn(self, rs: RunState, take: jax.Array, pad: jax.Array, base_lr: jax.Array,
+                       step: jax.Array, stream: int) -> RunState:
+        spec, width = self.spec, take.shape[0]
+        src = jax.tree.map(lambda x: jnp.take(x, take, axis=0), rs)
+        fresh = lambda tree: jax.tree.map(lambda x: jnp.broadcast_to(x, (width, *x.shape)), tree)
+        data_key, perm = src.data_key, src.perm
+        if stream:
+            data_key = jax.vmap(jax.random.fold_in, (0, None))(data_key, stream)
+        if stream or perm.shape[1] != self._perm_length:
+            perm = jnp.zeros((width, self._perm_length), jnp.int32)
+            if spec.num_train and not spec.host_data:
+                perm = self._vmap(self.new_perm, (0, None))(data_key, step // spec.steps_per_epoch)
+        zero = jnp.zeros(width, jnp.float32)
+        return self._shard_runs(src._replace(
+            base_lr=base_lr, data_key=data_key, perm=perm, steps=jnp.full(width, step, jnp.int32),
+            status=jnp.where(pad, Status.PADDING, Status.RUNNING).astype(jnp.int32),
+            loss_sum=zero, loss_count=zero, noise=fresh(measure.init(spec)),
+            reach=fresh(reach.init(len(spec.targets), len(spec.eval_points), spec.reach))))
+
+    @property
+    def _perm_length(self) -> int:
+        """A run's permutation: one epoch of indices on the device, else a placeholder."""
+        spec = self.spec
+        on_device = spec.num_train and not spec.host_data
+        return spec.steps_per_epoch * spec.batch_size if on_device else 1
 
     def _shard_runs(self, rs: RunState) -> RunState:
         """Every state leaf has the runs axis first; pinning it keeps one compiled chunk valid."""
@@ -284,14 +314,34 @@ class GroupProgram:
         """A smaller group: the state's slots `take`, the `pad` ones marked Status.PADDING."""
         return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
 
+    def start_from(self, rs: RunState, take: np.ndarray, pad: np.ndarray, base_lr: np.ndarray,
+                   step: int, stream: int = 0) -> RunState:
+        """A group of this program that continues, at its own step `step`, the runs in slots
+        `take` of another group's state `rs` (the same task and optimizer family, any batch
+        size; `pad` marks padding slots): parameters, optimizer state, parameter average, start
+        loss and keys carried, learning rates `base_lr`; the noise-scale sums, the target state
+        and the training-loss interval start afresh.
+
+        `stream` 0 carries the data stream, so at the same batch size the runs go on exactly as
+        they would have (the same permutation, the same draws); any other value folds it into
+        each run's data key first, so that a run continued at another batch size does not
+        replay the examples or noise draws its own earlier steps used. A new permutation is
+        drawn for the epoch `step` falls in whenever the stream or the batch size changes.
+        """
+        return self._start_from(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad),
+                                jnp.asarray(base_lr, jnp.float32), jnp.asarray(step, jnp.int32),
+                                int(stream))
+
     def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int,
-              slots: np.ndarray | None = None):
+              slots: np.ndarray | None = None, end_step: int | None = None):
         """Run one chunk; the first call at a width compiles ahead, so compile time is apart.
-        `slots`: host-streamed, each run's seed among the chunk's batches (else unused)."""
+        `slots`: host-streamed, each run's seed among the chunk's batches (else unused);
+        `end_step`: no step at or past it is taken (default: the spec's total steps)."""
         width = int(rs.status.shape[0])
         slots = np.zeros(width, np.int32) if slots is None else slots
+        end = self.spec.total_steps if end_step is None else end_step
         args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
-                jnp.asarray(slots, jnp.int32))
+                jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32))
         key = self.compile_key(width, data)
         self._compile(key, args)
         self.chunks_at[key] = self.chunks_at.get(key, 0) + 1
@@ -338,7 +388,8 @@ class GroupProgram:
 
     def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         return (self.abstract_state(width, data, eval_data), data, eval_data, self.schedule,
-                jnp.asarray(0, jnp.int32), jax.ShapeDtypeStruct((width,), jnp.int32))
+                jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32),
+                jax.ShapeDtypeStruct((width,), jnp.int32))
 
 
 def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,

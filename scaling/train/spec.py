@@ -114,10 +114,12 @@ class GroupSpec:
     param_ema: float | None = None  # decay of the parameters' moving average, None: off
     host_data: bool = False  # batches arrive per chunk from the host (scaling.train.stream)
     precision: str = "float32"  # compute dtype of the loss and evaluation (train.precision)
+    eval_at: tuple[int, ...] = ()  # more evaluation steps (a branch's window)
 
     @property
     def eval_points(self) -> np.ndarray:
-        return eval_steps(self.total_steps, self.eval_every, self.points_per_decade)
+        points = eval_steps(self.total_steps, self.eval_every, self.points_per_decade)
+        return np.union1d(points, np.asarray(self.eval_at, np.int64)) if self.eval_at else points
 
     @property
     def measures(self) -> bool:

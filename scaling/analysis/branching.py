@@ -1,0 +1,197 @@
+"""The local critical batch size from branched runs (Merrill et al. 2025), read from the folder
+`scaling branch` writes.
+
+Branches start from one base run's state at a point along training, each at k x B0, and train
+for the same window of examples; the base continued is the reference. A branch (or the base) is
+judged by its metric averaged over the last `average` of the window's evaluation points, which
+sit at the same examples for every k. Per factor k the learning rate is the best of the grid
+(the lowest mean over seeds). The local critical batch size at the point is k x B0 for the
+largest k such that every factor up to it stays within `tolerance` (relative) of the base's
+loss: the first factor that falls behind ends the count, so a lucky larger factor does not
+count. A bootstrap over seeds (the same seeds drawn for the base and every branch, whose data
+and starting states are shared per seed) gives its interval.
+
+References:
+  Merrill, Arora, Groeneveld, Hajishirzi, "Critical Batch Size Revisited: A Simple Empirical
+  Approach to Large-Batch Language Model Training" (2025).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from scaling import store
+from scaling.analysis.analyze import median_positive
+from scaling.analysis.curves import b_noise_at, b_simple_at
+from scaling.config import ConfigError
+from scaling.store import finite
+
+BRANCH_KEYS = ("tolerance", "metric", "average", "evals")
+
+
+def window_value(rows: list[dict], steps: list[int], metric: str, average: int) -> float:
+    """The mean of `metric` at the last `average` of the window's evaluation `steps`; NaN when
+    one is missing or not finite (a branch that diverged)."""
+    at = {r["step"]: r.get(metric) for r in rows}
+    values = [at.get(s) for s in steps[-average:]]
+    return float(np.mean(values)) if all(finite(v) for v in values) else math.nan
+
+
+def local_critical_batch(factors: list[int], losses: np.ndarray, reference: float,
+                         tolerance: float, base_batch: int) -> tuple[int | None, bool]:
+    """(k x B0 for the largest k whose every factor up to it is within tolerance, whether every
+    factor was); None without a finite reference. A factor whose loss is NaN (diverged) falls
+    behind. The base itself is the reference at k = 1, so the answer is at least B0 (branches
+    at k = 1, other learning rates at B0, are reported but never end the count)."""
+    if not math.isfinite(reference):
+        return None, False
+    best = 1
+    for k, loss in sorted(zip(factors, losses)):
+        if k == 1:
+            continue
+        if not (math.isfinite(loss) and loss <= reference * (1.0 + tolerance)):
+            return best * base_batch, False
+        best = max(best, k)
+    return best * base_batch, True
+
+
+def _point_losses(base: dict[int, list[dict]], branches: list[dict], point: int,
+                  plan: dict, metric: str, average: int
+                  ) -> tuple[np.ndarray, dict[int, dict[float, np.ndarray]], dict[float, float]]:
+    """(the base's value per seed, per factor and lr factor the branches' values per seed, the
+    learning rate of each (factor, lr factor)), seeds in the base's order."""
+    seeds = sorted(base)
+    w = plan["window"] // plan["batch_size"]
+    base_steps = [point + j * w // plan["evals"] for j in range(1, plan["evals"] + 1)]
+    base_values = np.array([window_value(base[s], base_steps, metric, average) for s in seeds])
+    cells: dict[int, dict[float, np.ndarray]] = {}
+    lrs: dict[tuple[int, float], float] = {}
+    for rec in branches:
+        cfg = rec["config"]
+        if cfg["point"] != point or cfg["seed"] not in base:
+            continue
+        offsets = [j * cfg["window_steps"] // plan["evals"] for j in range(1, plan["evals"] + 1)]
+        steps = [cfg["start_step"] + o for o in offsets]
+        value = (window_value(rec["metrics"], steps, metric, average)
+                 if rec["summary"]["status"] == "completed" else math.nan)
+        row = cells.setdefault(cfg["factor"], {}).setdefault(
+            cfg["lr_factor"], np.full(len(seeds), math.nan))
+        row[seeds.index(cfg["seed"])] = value
+        lrs[(cfg["factor"], cfg["lr_factor"])] = cfg["learning_rate"]
+    return base_values, cells, lrs
+
+
+def _best_per_factor(cells: dict[int, dict[float, np.ndarray]], idx: np.ndarray
+                     ) -> tuple[list[int], np.ndarray, list[float | None]]:
+    """Per factor (ascending), the lowest mean over the seeds `idx` among its learning rates,
+    and which lr factor gave it (NaN/None when every one has a missing seed)."""
+    factors, losses, picked = sorted(cells), [], []
+    for k in factors:
+        means = {f: float(np.mean(v[idx])) for f, v in cells[k].items()}
+        ok = {f: m for f, m in means.items() if math.isfinite(m)}
+        f = min(ok, key=lambda f: (ok[f], f)) if ok else None
+        losses.append(ok[f] if f is not None else math.nan)
+        picked.append(f)
+    return factors, np.array(losses), picked
+
+
+def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int, plan: dict,
+                  settings: dict, bootstrap: int, rng: np.random.Generator) -> dict[str, Any]:
+    """One point of analysis.json "branching": the base's loss, each factor's best branch, the
+    local critical batch size with its interval, and the base's noise scales at the point."""
+    metric, average, tol, b0 = (settings["metric"], settings["average"], settings["tolerance"],
+                                plan["batch_size"])
+    base_values, cells, lrs = _point_losses(base, branches, point, plan, metric, average)
+    n = len(base_values)
+    everyone = np.arange(n)
+    factors, losses, picked = _best_per_factor(cells, everyone)
+    reference = float(np.mean(base_values))
+    local, at_edge = local_critical_batch(factors, losses, reference, tol, b0)
+    draws = []
+    for _ in range(bootstrap if n > 1 else 0):
+        idx = rng.integers(0, n, n)
+        fs, ls, _ = _best_per_factor(cells, idx)
+        value, _ = local_critical_batch(fs, ls, float(np.mean(base_values[idx])), tol, b0)
+        if value is not None:
+            draws.append(value)
+    noise = {key: median_positive([at(base[s], point) for s in sorted(base)])
+             for key, at in (("b_simple", b_simple_at), ("b_noise", b_noise_at))}
+    rows = [{"factor": k, "batch_size": k * b0, "best_lr_factor": f,
+             "best_lr": None if f is None else lrs[(k, f)],
+             "loss": _num(loss), "ratio": _num(loss / reference) if reference else None,
+             "within": bool(math.isfinite(loss) and loss <= reference * (1 + tol)),
+             "by_lr_factor": {f"{g:g}": _num(float(np.mean(v))) for g, v in sorted(cells[k].items())}}
+            for k, f, loss in zip(factors, picked, losses)]
+    return {"step": point, "examples": point * b0, "base_loss": _num(reference),
+            "base_loss_sem": _num(float(np.std(base_values, ddof=1) / math.sqrt(n))) if n > 1 else None,
+            "branches": rows, "local_b_crit": local, "at_edge": at_edge,
+            "local_b_crit_ci": ([float(v) for v in np.percentile(draws, [2.5, 97.5])]
+                                if draws else None),
+            "b_simple": noise["b_simple"], "b_noise": noise["b_noise"],
+            "local_over_b_simple": (local / noise["b_simple"]
+                                    if local and noise["b_simple"] else None)}
+
+
+def _num(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def is_branch_folder(out: str | Path) -> bool:
+    return (Path(out) / "branch.yaml").is_file()
+
+
+def read_settings(out: Path) -> tuple[dict, dict]:
+    """(the base plan of plan.json, the branch section's reading settings) of a branch folder."""
+    plan = json.loads((out / "plan.json").read_text())
+    cfg = yaml.safe_load((out / "branch.yaml").read_text()) or {}
+    section = cfg.get("branch") or {}
+    settings = {"tolerance": section.get("tolerance", 0.01),
+                "metric": section.get("metric", "eval_loss"),
+                "average": section.get("average", 1), "lr_rule": section.get("lr_rule"),
+                "evals": plan["evals"]}
+    return plan, settings
+
+
+def analyze_branches(out: str | Path, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The analysis.json of a `scaling branch` folder: per point, the local critical batch
+    size against the base's noise scales."""
+    out = Path(out)
+    if not is_branch_folder(out) or not (out / "plan.json").is_file():
+        raise ConfigError(f"{out}: not a folder written by scaling branch (no branch.yaml and "
+                          "plan.json)")
+    plan, settings = read_settings(out)
+    base = {r["config"]["seed"]: r["metrics"] for r in store.load(out / "base")}
+    if not base:
+        raise ConfigError(f"{out}/base: holds no finished base run; run scaling branch first")
+    branches = store.load(out / "branches") if (out / "branches" / "runs").is_dir() else []
+    points = [analyze_point(base, branches, p, plan, settings, bootstrap,
+                            np.random.default_rng([seed, i]))
+              for i, p in enumerate(plan["points"])]
+    return {"version": 2, "kind": "branch",
+            "branching": {"base": {"batch_size": plan["batch_size"],
+                                   "learning_rate": plan["learning_rate"],
+                                   "seeds": sorted(base)},
+                          "window": plan["window"], **settings,
+                          "points": points, "noise_scale_agreement": agreement(points)}}
+
+
+def agreement(points: list[dict]) -> dict[str, Any] | None:
+    """How well B_simple tracks the local critical batch size across points: the ratio's
+    spread, and the correlation of their logs (None with fewer than 3 usable points)."""
+    pairs = [(p["local_b_crit"], p["b_simple"]) for p in points
+             if p["local_b_crit"] and p["b_simple"] and not p["at_edge"]]
+    if len(pairs) < 3:
+        return None
+    local, simple = np.log(np.array(pairs, float)).T
+    ratio = np.exp(local - simple)
+    corr = (float(np.corrcoef(local, simple)[0, 1])
+            if np.std(local) > 0 and np.std(simple) > 0 else None)
+    return {"points": len(pairs), "ratio_median": float(np.median(ratio)),
+            "ratio_min": float(ratio.min()), "ratio_max": float(ratio.max()),
+            "log_correlation": corr}

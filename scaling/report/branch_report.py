@@ -1,0 +1,172 @@
+"""The report of a `scaling branch` folder: the local critical batch size along training against
+the base's noise scales (figure and report.md), read from analysis.json's "branching"."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from scaling.formatting import interval, markdown_table, number
+from scaling.report.style import OKABE_ITO, batch_colours, pyplot, save
+from scaling.store import atomic_write
+from scaling.store.rows import positive
+
+CAPTIONS = {
+    "local_b_crit": "Local critical batch size (95% bootstrap interval over seeds) at each "
+                    "branch point, against the base run's B_simple and B_noise there; the grey "
+                    "band is the range of batch sizes the branches tried.",
+    "branch_ratios": "Each factor's loss at the window's end over the base's, per point; "
+                     "below the dashed line a branch keeps up with the base.",
+}
+
+
+def local_b_crit_figure(branching: dict, path: Path) -> Path | None:
+    """Local critical batch size, B_simple and B_noise against the examples at each point."""
+    points = [p for p in branching["points"] if positive(p.get("local_b_crit"))]
+    if not points:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    b0 = branching["base"]["batch_size"]
+    tried = [b["batch_size"] for p in branching["points"] for b in p["branches"]] + [b0]
+    ax.axhspan(min(tried), max(tried), color="0.92", zorder=0, label="batch sizes tried")
+    xs = [p["examples"] for p in points]
+    ys = [p["local_b_crit"] for p in points]
+    err = [[y - (p["local_b_crit_ci"] or [y, y])[0] for p, y in zip(points, ys)],
+           [(p["local_b_crit_ci"] or [y, y])[1] - y for p, y in zip(points, ys)]]
+    ax.errorbar(xs, ys, yerr=err, fmt="o-", color=OKABE_ITO[0], capsize=4, zorder=3,
+                label="local critical batch size")
+    edge = [(p["examples"], p["local_b_crit"]) for p in points if p["at_edge"]]
+    if edge:
+        ax.plot(*zip(*edge), "^", color=OKABE_ITO[0], ms=9, zorder=4,
+                label="every factor kept up (a lower bound)")
+    for key, label, colour in (("b_simple", "$B_{simple}$ of the base", OKABE_ITO[1]),
+                               ("b_noise", "$B_{noise}$ of the base", OKABE_ITO[2])):
+        series = [(p["examples"], p[key]) for p in branching["points"] if positive(p.get(key))]
+        if series:
+            ax.plot(*zip(*series), "s--", color=colour, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("examples seen by the base at the branch point")
+    ax.set_ylabel("batch size")
+    ax.set_title(f"Local critical batch size (base batch {b0}, "
+                 f"tolerance {branching['tolerance']:.3g})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return save(fig, path)
+
+
+def ratios_figure(branching: dict, path: Path) -> Path | None:
+    """Loss over the base's against the branch batch size, one line per point."""
+    points = [p for p in branching["points"] if p["branches"]]
+    if not points:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    colours = batch_colours([p["examples"] for p in points])
+    for p in points:
+        rows = [(b["batch_size"], b["ratio"]) for b in p["branches"] if positive(b.get("ratio"))]
+        if rows:
+            ax.plot(*zip(*rows), "o-", color=colours[p["examples"]],
+                    label=f"{number(p['examples'])} examples")
+    ax.axhline(1 + branching["tolerance"], color="0.3", ls="--", lw=1,
+               label=f"1 + tolerance ({branching['tolerance']:.3g})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("branch batch size")
+    ax.set_ylabel(f"{branching['metric']} / base's")
+    ax.set_title("Branches against the base at the window's end")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return save(fig, path)
+
+
+def write_figures(analysis: dict, folder: Path) -> list[Path]:
+    branching = analysis["branching"]
+    drawn = [local_b_crit_figure(branching, folder / "local_b_crit.png"),
+             ratios_figure(branching, folder / "branch_ratios.png")]
+    return [p for p in drawn if p is not None]
+
+
+def _points_table(branching: dict) -> list[str]:
+    factors = sorted({b["factor"] for p in branching["points"] for b in p["branches"]})
+    header = (["point (examples)", "base loss"] + [f"k={k}" for k in factors]
+              + ["local B_crit", "95% interval", "B_simple", "B_noise", "local / B_simple"])
+    rows = []
+    for p in branching["points"]:
+        by_k = {b["factor"]: b for b in p["branches"]}
+        cells = [f"{number(by_k[k]['ratio'], 3)}{'' if by_k[k]['within'] else ' ✗'}"
+                 if k in by_k else "-" for k in factors]
+        local = number(p["local_b_crit"]) + (" (every k)" if p["at_edge"] else "")
+        rows.append([number(p["examples"]), number(p["base_loss"], 4), *cells, local,
+                     interval(p["local_b_crit_ci"]), number(p["b_simple"]),
+                     number(p["b_noise"]), number(p["local_over_b_simple"])])
+    return markdown_table(header, rows)
+
+
+def conclusion(branching: dict) -> list[str]:
+    """Plain sentences from the numbers."""
+    points = [p for p in branching["points"] if p["local_b_crit"] is not None]
+    out = []
+    if points:
+        first, last = points[0], points[-1]
+        out.append(f"The local critical batch size went from {number(first['local_b_crit'])} at "
+                   f"{number(first['examples'])} examples to {number(last['local_b_crit'])} at "
+                   f"{number(last['examples'])}.")
+        wide = [p for p in points if p["local_b_crit_ci"]
+                and p["local_b_crit_ci"][1] >= 4 * p["local_b_crit_ci"][0]]
+        if wide:
+            out.append(f"At {len(wide)} of {len(points)} points the interval spans a factor of 4 "
+                       "or more: the branches' losses differ by less than the seeds' spread "
+                       "there; more seeds or a longer window would narrow it.")
+        edge = [p for p in points if p["at_edge"]]
+        if edge:
+            out.append(f"At {len(edge)} point(s) every factor kept up, so the value there is a "
+                       "lower bound: larger factors would be needed to find it.")
+    agree = branching.get("noise_scale_agreement")
+    if agree:
+        corr = agree["log_correlation"]
+        out.append(f"Across {agree['points']} points the local critical batch size was "
+                   f"{number(agree['ratio_min'])}x to {number(agree['ratio_max'])}x B_simple "
+                   f"(median {number(agree['ratio_median'])}x)"
+                   + (f"; the correlation of their logarithms is {corr:.2f}." if corr is not None
+                      else "."))
+    return ["## Conclusion", ""] + [f"- {s}" for s in out] + [""] if out else []
+
+
+def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
+    """Write <out>/report.md of a branch folder (atomically)."""
+    out = Path(out)
+    b = analysis["branching"]
+    base = b["base"]
+    lines = [f"# Branched measurement: {out.name}", ""] + conclusion(b)
+    lines += ["## Setup", "",
+              f"- Base: batch {base['batch_size']}, learning rate {number(base['learning_rate'], 4)}, "
+              f"seeds {', '.join(map(str, base['seeds']))}.",
+              f"- Branches: {b['window']:,} examples each, learning rate by the {b['lr_rule']} rule "
+              "(times the best factor of the grid), judged by "
+              f"{b['metric']} averaged over the last {b['average']} of {b['evals']} evaluation "
+              f"points of the window; tolerance {b['tolerance']:.3g} (relative).",
+              "- The local critical batch size is the largest branch batch size whose every "
+              "smaller factor also keeps up with the base; ✗ marks a factor that falls behind.",
+              "", "## Loss over the base's, per factor", ""] + _points_table(b) + [""]
+    lines += ["## Figures", ""]
+    for path in figures:
+        rel = Path(os.path.relpath(Path(path), out)).as_posix()
+        lines += [f"![{Path(path).stem}]({rel})", "", CAPTIONS.get(Path(path).stem, ""), ""]
+    path = out / "report.md"
+    atomic_write(path, "\n".join(lines).rstrip() + "\n")
+    return path
+
+
+def summary_table(analysis: dict) -> str:
+    """Plain text for the terminal: one line per point."""
+    b: dict[str, Any] = analysis["branching"]
+    lines = [f"base batch {b['base']['batch_size']}, window {b['window']:,} examples, "
+             f"tolerance {b['tolerance']:.3g}"]
+    for p in b["points"]:
+        ratios = ", ".join(f"k={r['factor']}: {number(r['ratio'], 3)}" for r in p["branches"])
+        lines.append(f"  {number(p['examples'])} examples: local B_crit "
+                     f"{number(p['local_b_crit'])} {interval(p['local_b_crit_ci'])}, B_simple "
+                     f"{number(p['b_simple'])} ({ratios})")
+    return "\n".join(lines)

@@ -1,0 +1,294 @@
+"""`scaling branch`: train a base run, save its state at points along training, and from each
+point train branches at larger batch sizes for a window of examples (Merrill et al. 2025).
+
+The folder it writes:
+
+    OUT/branch.yaml               the resolved config
+    OUT/plan.json                 what the base's saved states depend on (scaling.sweep.branch_plan)
+    OUT/base/                     a sweep folder of the base runs at B0, one per seed, trained to
+                                  the end; their states at the points under OUT/base/checkpoints/
+    OUT/branches/runs/<id>/       each branch's config.json, metrics.jsonl and summary.json
+
+The analysis (scaling.analysis.branching) reads it into OUT/analysis.json. Every branch of one
+(point, factor) trains as one vmapped group started from the base's saved state
+(GroupProgram.start_from); a killed command started again resumes the base from its newest
+checkpoint and skips finished branches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from scaling import config as config_mod, store
+from scaling.config import Config, ConfigError
+from scaling.sweep import plan as plan_mod, progress, runner
+from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
+from scaling.train.checkpoint import GroupCheckpoints, Resume
+from scaling.train.loop import run_group
+from scaling.train.mesh import is_leader
+from scaling.train.program import GroupProgram, RunState
+from scaling.train.repack import Packing
+from scaling.train.spec import GroupSpec, Status
+
+log = logging.getLogger(__name__)
+BASE, BRANCHES = "base", "branches"
+
+
+def base_config(cfg: Config, bplan: BranchPlan) -> Config:
+    """The config of the base runs: one batch size, one learning rate, trained to the end."""
+    data = config_mod.to_dict(cfg)
+    data["batch"]["sizes"] = [bplan.base_batch]
+    data["learning_rate"] = {"mode": "grid", "values": [bplan.base_lr]}
+    data["train"]["stop_at_targets"] = False
+    return config_mod.from_dict(data)
+
+
+def branch_spec(cfg: Config, bplan: BranchPlan, factor: int, examples: int,
+                data_shards: int) -> GroupSpec:
+    """The program of the branches at factor x B0: the base's budget in examples (so the
+    schedule stands where the base's does), evaluated only at the windows' points, no targets
+    (a branch trains its whole window), chunks that divide the window evenly."""
+    data = config_mod.to_dict(cfg)
+    data["budget"] = {"max_examples": examples}
+    spec, _ = runner.group_spec(config_mod.from_dict(data), factor * bplan.base_batch,
+                                data_shards)
+    window = bplan.window_steps(factor)
+    chunk = math.ceil(window / math.ceil(window / cfg.train.chunk_steps))
+    return dataclasses.replace(spec, targets=(), stop_at_targets=False, eval_every=None,
+                               points_per_decade=0, chunk_steps=chunk,
+                               eval_at=tuple(bplan.branch_eval_steps(factor)))
+
+
+@dataclass
+class Prepared:
+    """A validated branched measurement, before any compute."""
+
+    cfg: Config
+    out: Path
+    plan: BranchPlan
+    base: runner.Prepared
+    specs: dict[int, GroupSpec]  # per factor, the branches' program
+
+
+def _check_plan(out: Path, bplan: BranchPlan, force: bool) -> None:
+    """Refuse a folder whose base was saved at other points or with another window."""
+    path = out / "plan.json"
+    if force or not path.is_file():
+        return
+    there = json.loads(path.read_text())
+    here = bplan.base_record()
+    differ = [k for k in here if there.get(k) != here[k]]
+    if differ:
+        raise ConfigError(
+            f"{out}: its base run was saved for another {', '.join(differ)} ({differ[0]}: "
+            f"{there.get(differ[0])!r} there, {here[differ[0]]!r} here); use a new --out folder "
+            "or --force to train the base again. Factors, the learning-rate grid and rule may "
+            "change freely.")
+
+
+def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
+    """Every check before compute: the plan, the base's sweep folder, each factor's program."""
+    out = Path(out)
+    runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
+    bplan = branch_plan(cfg, data_shards)
+    _check_plan(out, bplan, force)
+    base = runner.prepare(base_config(cfg, bplan), out / BASE, force=force)
+    spec, arith = base.specs[bplan.base_batch]
+    base.specs[bplan.base_batch] = (
+        dataclasses.replace(spec, eval_at=tuple(bplan.base_eval_steps())), arith)
+    base.checkpoint_at = bplan.points
+    specs = {k: branch_spec(cfg, bplan, k, arith.examples, data_shards) for k in bplan.factors}
+    return Prepared(cfg, out, bplan, base, specs)
+
+
+def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
+        shown: str = "auto") -> Prepared:
+    """Train the base runs (unless finished) and every unfinished branch."""
+    p = prepare(cfg, out, force)
+    if is_leader():
+        p.out.mkdir(parents=True, exist_ok=True)
+        store.atomic_write(p.out / "branch.yaml", config_mod.to_yaml(cfg))
+        store.write_json(p.out / "plan.json", p.plan.base_record())
+        p.base.out.mkdir(exist_ok=True)
+        store.atomic_write(p.base.out / "sweep.yaml", config_mod.to_yaml(p.base.cfg))
+    session = runner.Session(p.base, quiet, None, shown)
+    try:
+        todo = [r for r in p.base.planned if r.run_id not in session.finished]
+        if todo:
+            session.say(f"base: {len(todo)} run(s) at batch {p.plan.base_batch}, saved at steps "
+                        + ", ".join(map(str, p.plan.points)))
+            session.train(todo)
+        trainer = _Branches(p, session)
+        for point, factor, branches in p.plan.groups():
+            trainer.train(point, factor, branches)
+    finally:
+        session.close()
+    return p
+
+
+class _Branches:
+    """Trains the branch groups from the base's saved states."""
+
+    def __init__(self, p: Prepared, session: runner.Session) -> None:
+        self.p, self.session = p, session
+        self.base_program = session._program(p.plan.base_batch)  # builds the devices and data
+        self.mesh, self.task, self.data, self.eval_data = session.context
+        self.programs: dict[int, GroupProgram] = {}
+        self.states: dict[int, tuple[RunState, dict[str, int]]] = {}
+        self.base_runs = {r.spec.seed: r for r in p.base.planned}
+        self.folder = p.out / BRANCHES
+
+    def program(self, factor: int) -> GroupProgram:
+        if factor not in self.programs:
+            self.programs[factor] = GroupProgram(self.task, self.p.specs[factor], self.mesh)
+        return self.programs[factor]
+
+    def base_state(self, point: int) -> tuple[RunState, dict[str, int]]:
+        """Every base run's state after `point` steps, side by side, and each running run's
+        slot in it (runs stopped before the point have none)."""
+        if point not in self.states:
+            parts, slots, offset = [], {}, 0
+            for listing in sorted(store.checkpoint_dir(self.p.base.out, "").glob("*/runs.json")):
+                run_ids = json.loads(listing.read_text())
+                ck = GroupCheckpoints(listing.parent, 0, True, (point,))
+                resume = ck.restore(self.base_program, self.data, self.eval_data, step=point)
+                ck.finish()
+                if resume is None:
+                    raise ConfigError(
+                        f"{listing.parent}: the base state at step {point} is missing or "
+                        f"damaged; remove {self.p.base.out} to train the base again")
+                status = np.asarray(jax.device_get(self.base_program.final_view(resume.rs))["status"])
+                for j, i in enumerate(resume.packing.slots):
+                    if i >= 0 and status[j] == Status.RUNNING:
+                        slots[run_ids[i]] = offset + j
+                parts.append(resume.rs)
+                offset += len(resume.packing.slots)
+            if not parts:
+                raise ConfigError(f"{self.p.base.out}: holds no saved base states; remove it "
+                                  "to train the base again")
+            state = parts[0] if len(parts) == 1 else jax.tree.map(
+                lambda *xs: jnp.concatenate(xs), *parts)
+            self.states = {point: (state, slots)}  # one point's states held at a time
+        return self.states[point]
+
+    def train(self, point: int, factor: int, branches: list[Branch]) -> None:
+        """One (point, factor) group; unless every branch of it is done, the whole group trains
+        again, so its rows are bit-identical to an uninterrupted one's (a vmapped group of
+        another width may round differently)."""
+        if all(store.is_done(self.folder, b.run_id) for b in branches):
+            return
+        todo = branches
+        state, slots = self.base_state(point)
+        ready = [b for b in todo if self.base_runs[b.seed].run_id in slots]
+        for b in todo:
+            if b not in ready and is_leader():
+                log.warning("branch %s: its base run stopped before step %d; skipped",
+                            b.run_id, point)
+                store.start_run(self.folder, b.run_id, self.run_config(b))
+                store.finish_run(self.folder, b.run_id, {**self.summary(b, "skipped", 0), "reason":
+                                                          "the base run stopped before the point"})
+        if ready:
+            self._train_group(point, factor, ready, state, slots)
+
+    def _train_group(self, point: int, factor: int, group: list[Branch], state: RunState,
+                     slots: dict[str, int]) -> None:
+        program, runs_axis = self.program(factor), self.p.base.runs_axis
+        width = -(-len(group) // runs_axis) * runs_axis
+        take = [slots[self.base_runs[b.seed].run_id] for b in group]
+        take += [take[0]] * (width - len(group))
+        lrs = [b.learning_rate for b in group] + [group[0].learning_rate] * (width - len(group))
+        pad = np.arange(width) >= len(group)
+        first = group[0].start
+        stream = 0 if factor == 1 else group[0].batch_size
+        rs = program.start_from(state, np.asarray(take), pad, np.asarray(lrs), first, stream)
+        packing = Packing(len(group), width, program.spec.repack, runs_axis)
+        resume = Resume(rs, packing, first, 0.0, (np.ones(width, bool), packing.slots.copy()))
+        desc = f"step {point}, batch {group[0].batch_size}: {len(group)} branches"
+        bar = progress.GroupProgress(self.session.shown if is_leader() else "none", desc,
+                                     first + group[0].steps, group[0].batch_size, len(group), first)
+        writer = _Writer(self.folder, group, self.p.plan.base_batch, self.run_config, bar.step,
+                         self.task.tokens_per_example(self.p.cfg.task.options))
+        specs = [dataclasses.replace(self.base_runs[b.seed].spec, learning_rate=b.learning_rate)
+                 for b in group]
+        try:
+            results, compile_s = run_group(program, specs, self.data, self.eval_data, writer,
+                                           runs_axis, resume=resume, on_running=bar.running,
+                                           until=first + group[0].steps)
+        finally:
+            bar.close()
+        for b, res in zip(group, results):
+            status = "diverged" if res.status == "diverged" else "completed"
+            summary = self.summary(b, status, res.steps - b.start, writer.rows[b.run_id],
+                                   writer.wall_s, compile_s)
+            if is_leader():
+                store.finish_run(self.folder, b.run_id, summary)
+
+    def run_config(self, b: Branch) -> dict[str, Any]:
+        base = self.base_runs[b.seed]
+        return {"run_id": b.run_id, "base_run": base.run_id, "point": b.point,
+                "point_examples": b.point * self.p.plan.base_batch, "factor": b.factor,
+                "lr_factor": b.lr_factor, "lr_rule": self.p.plan.lr_rule,
+                "batch_size": b.batch_size, "learning_rate": b.learning_rate, "seed": b.seed,
+                "start_step": b.start, "window_steps": b.steps, "window": self.p.plan.window,
+                "optimizer": {"name": self.p.cfg.optimizer.name,
+                              **dataclasses.asdict(base.spec), "learning_rate": b.learning_rate},
+                "task": config_mod.to_dict(self.p.cfg)["task"]}
+
+    def summary(self, b: Branch, status: str, steps: int, rows: list[dict] | None = None,
+                wall_s: float = 0.0, compile_s: float = 0.0) -> dict[str, Any]:
+        return {"run_id": b.run_id, "status": status, "point": b.point, "factor": b.factor,
+                "lr_factor": b.lr_factor, "batch_size": b.batch_size,
+                "learning_rate": b.learning_rate, "seed": b.seed, "steps": steps,
+                "examples": steps * b.batch_size, "final": (rows or [{}])[-1],
+                "wall_s": round(wall_s, 3), "compile_s": round(compile_s, 3)}
+
+
+class _Writer:
+    """One branch group's rows into its run folders, each row's examples counted from the
+    point: point x B0 + (step - start) x batch."""
+
+    def __init__(self, folder: Path, group: list[Branch], base_batch: int,
+                 run_config: Callable[[Branch], dict], on_progress: Callable[[int], None],
+                 tokens_per_example: int | None) -> None:
+        self.folder, self.group, self.base_batch = folder, group, base_batch
+        self.on_progress, self.tokens_per_example = on_progress, tokens_per_example
+        self.rows: dict[str, list[dict]] = {b.run_id: [] for b in group}
+        self.wall_s = 0.0
+        if is_leader():
+            for b in group:
+                store.start_run(folder, b.run_id, run_config(b))
+
+    def __call__(self, records: list[list[dict]], wall_s: float) -> None:
+        self.wall_s, furthest = wall_s, 0
+        for b, rows in zip(self.group, records):
+            for row in rows:
+                row["examples"] = b.point * self.base_batch + (row["step"] - b.start) * b.batch_size
+                if self.tokens_per_example is not None:
+                    row["tokens"] = row["examples"] * self.tokens_per_example
+                row["wall_s"] = round(wall_s, 3)
+                furthest = max(furthest, row["step"])
+            self.rows[b.run_id].extend(rows)
+            if rows and is_leader():
+                store.append_metrics(self.folder, b.run_id, rows)
+        self.on_progress(furthest)
+
+
+def describe(p: Prepared) -> str:
+    """The --dry-run report: the plan and what is done; nothing written."""
+    base_done = sum(store.is_done(p.base.out, r.run_id) for r in p.base.planned)
+    groups = p.plan.groups()
+    done = sum(all(store.is_done(p.out / BRANCHES, b.run_id) for b in runs) for _, _, runs in groups)
+    arith = plan_mod.format_table([p.base.specs[p.plan.base_batch][1]])
+    return "\n".join([p.plan.describe(), "", arith, "",
+                      f"base runs: {base_done} of {len(p.base.planned)} done; branch groups: "
+                      f"{done} of {len(groups)} done ({sum(len(r) for *_, r in groups)} branches)"])
