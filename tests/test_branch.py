@@ -62,7 +62,9 @@ def test_plan_arithmetic(config_from):
     assert (c.start, c.steps, c.learning_rate) == (25, 16, pytest.approx(0.4))
     sqrt = branch_plan(config_from(NQM, branch__lr_rule="sqrt", branch__lr_grid=[1.0, 2.0]))
     assert sqrt.learning_rate(4, 2.0) == pytest.approx(0.1 * 2 * 2)
-    assert [(p, k) for p, k, _ in sqrt.groups()] == [(100, 2), (100, 4), (200, 2), (200, 4)]
+    # With a learning-rate grid, B0 trains at the grid's other factors too (the k = 1 reference).
+    assert [(p, k) for p, k, _ in sqrt.groups()] == [(100, 1), (100, 2), (100, 4), (200, 1),
+                                                     (200, 2), (200, 4)]
     one = branch_plan(config_from(NQM, branch__factors=[1, 2], branch__lr_grid=[1.0, 0.5]))
     assert [b.lr_factor for b in one.branches(100, 1)] == [0.5, 0.5]  # the base is lr factor 1
 
@@ -232,3 +234,34 @@ def test_branch_command_end_to_end(tmp_path, capsys, config_from):
     bad.write_text(path.read_text().replace("lr_rule: linear", "lr_rule: cubic"))
     assert main(["branch", str(bad), "--out", str(tmp_path / "x")]) == 2
     assert "branch.lr_rule" in capsys.readouterr().err
+
+
+def _branch_record(point, factor, lr_factor, seed, start, steps, loss, status="completed"):
+    rows = [{"step": start + j * steps // 2, "eval_loss": loss} for j in (1, 2)]
+    return {"config": {"point": point, "factor": factor, "lr_factor": lr_factor, "seed": seed,
+                       "start_step": start, "window_steps": steps, "learning_rate": 0.1 * factor * lr_factor},
+            "summary": {"status": status}, "metrics": rows}
+
+
+def test_each_factor_and_the_reference_take_their_best_learning_rate():
+    """Hand-made rows: at k = 1 the grid's 0.5 beats the base, so it is the reference; k = 2
+    keeps within 5% of it at its own best factor, k = 4 does not; a diverged branch counts
+    as falling behind."""
+    from scaling.analysis.branching import analyze_point
+    plan = {"batch_size": 10, "learning_rate": 0.1, "window": 200, "evals": 2}
+    base = {s: [{"step": 100 + 10, "eval_loss": 1.0}, {"step": 100 + 20, "eval_loss": 1.0}]
+            for s in (0, 1)}
+    records = [_branch_record(100, 1, 0.5, s, 100, 20, 0.9) for s in (0, 1)]
+    records += [_branch_record(100, 2, f, s, 50, 10, loss) for s in (0, 1)
+                for f, loss in ((1.0, 0.93), (0.5, 1.2))]
+    records += [_branch_record(100, 4, 1.0, s, 25, 5, 0.99) for s in (0, 1)]
+    records += [_branch_record(100, 8, 1.0, s, 12, 2, math.nan, "diverged") for s in (0, 1)]
+    settings = {"metric": "eval_loss", "average": 1, "tolerance": 0.05}
+    p = analyze_point(base, records, 100, plan, settings, 20, np.random.default_rng(0))
+    assert p["reference_loss"] == pytest.approx(0.9) and p["reference"]["best_lr_factor"] == 0.5
+    by_k = {b["factor"]: b for b in p["branches"]}
+    assert by_k[2]["best_lr_factor"] == 1.0 and by_k[2]["ratio"] == pytest.approx(0.93 / 0.9)
+    assert by_k[2]["within"] and not by_k[4]["within"] and by_k[8]["loss"] is None
+    assert p["local_b_crit"] == 20 and not p["at_edge"]
+    assert p["local_b_crit_ci"] == [20.0, 20.0]  # identical seeds: every resample agrees
+    assert p["local_b_crit_by_tolerance"]["0.1"] == 40 and p["local_b_crit_by_tolerance"]["0.01"] == 10

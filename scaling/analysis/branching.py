@@ -2,13 +2,14 @@
 `scaling branch` writes.
 
 Branches start from one base run's state at a point along training, each at k x B0, and train
-for the same window of examples; the base continued is the reference. A branch (or the base) is
-judged by its metric averaged over the last `average` of the window's evaluation points, which
-sit at the same examples for every k. Per factor k the learning rate is the best of the grid
-(the lowest mean over seeds). The local critical batch size at the point is k x B0 for the
-largest k such that every factor up to it stays within `tolerance` (relative) of the base's
-loss: the first factor that falls behind ends the count, so a lucky larger factor does not
-count. A bootstrap over seeds (the same seeds drawn for the base and every branch, whose data
+for the same window of examples. A branch (or the base) is judged by its metric averaged over
+the last `average` of the window's evaluation points, which sit at the same examples for every
+k. Per factor k the learning rate is the best of the grid (the lowest mean over seeds); at
+k = 1 the grid holds the base continued (factor 1) and any branches at B0 with the grid's
+other factors, so every batch size is judged with the same choice of learning rates. The
+local critical batch size at the point is k x B0 for the largest k such that every factor up
+to it stays within `tolerance` (relative) of the k = 1 reference: the first factor that falls
+behind ends the count, so a lucky larger factor does not count. A bootstrap over seeds (the same seeds drawn for the base and every branch, whose data
 and starting states are shared per seed) gives its interval.
 
 References:
@@ -32,7 +33,7 @@ from scaling.analysis.curves import b_noise_at, b_simple_at
 from scaling.config import ConfigError
 from scaling.store import finite
 
-BRANCH_KEYS = ("tolerance", "metric", "average", "evals")
+TOLERANCES = (0.01, 0.02, 0.05, 0.1, 0.2)  # also read at these, to show how much rests on it
 
 
 def window_value(rows: list[dict], steps: list[int], metric: str, average: int) -> float:
@@ -47,8 +48,7 @@ def local_critical_batch(factors: list[int], losses: np.ndarray, reference: floa
                          tolerance: float, base_batch: int) -> tuple[int | None, bool]:
     """(k x B0 for the largest k whose every factor up to it is within tolerance, whether every
     factor was); None without a finite reference. A factor whose loss is NaN (diverged) falls
-    behind. The base itself is the reference at k = 1, so the answer is at least B0 (branches
-    at k = 1, other learning rates at B0, are reported but never end the count)."""
+    behind. k = 1 is the reference itself, so the answer is at least B0."""
     if not math.isfinite(reference):
         return None, False
     best = 1
@@ -109,17 +109,20 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
                                 plan["batch_size"])
     base_values, cells, lrs = _point_losses(base, branches, point, plan, metric, average)
     n = len(base_values)
-    everyone = np.arange(n)
-    factors, losses, picked = _best_per_factor(cells, everyone)
-    reference = float(np.mean(base_values))
+    cells.setdefault(1, {})[1.0] = base_values  # the base continued: k = 1 at its own rate
+    lrs[(1, 1.0)] = plan["learning_rate"]
+    factors, losses, picked = _best_per_factor(cells, np.arange(n))
+    reference = float(losses[factors.index(1)])
     local, at_edge = local_critical_batch(factors, losses, reference, tol, b0)
     draws = []
     for _ in range(bootstrap if n > 1 else 0):
         idx = rng.integers(0, n, n)
         fs, ls, _ = _best_per_factor(cells, idx)
-        value, _ = local_critical_batch(fs, ls, float(np.mean(base_values[idx])), tol, b0)
+        value, _ = local_critical_batch(fs, ls, float(ls[fs.index(1)]), tol, b0)
         if value is not None:
             draws.append(value)
+    by_tolerance = {f"{t:g}": local_critical_batch(factors, losses, reference, t, b0)[0]
+                    for t in sorted({tol, *TOLERANCES})}
     noise = {key: median_positive([at(base[s], point) for s in sorted(base)])
              for key, at in (("b_simple", b_simple_at), ("b_noise", b_noise_at))}
     rows = [{"factor": k, "batch_size": k * b0, "best_lr_factor": f,
@@ -128,11 +131,13 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
              "within": bool(math.isfinite(loss) and loss <= reference * (1 + tol)),
              "by_lr_factor": {f"{g:g}": _num(float(np.mean(v))) for g, v in sorted(cells[k].items())}}
             for k, f, loss in zip(factors, picked, losses)]
-    return {"step": point, "examples": point * b0, "base_loss": _num(reference),
+    return {"step": point, "examples": point * b0, "reference_loss": _num(reference),
+            "base_loss": _num(float(np.mean(base_values))),
             "base_loss_sem": _num(float(np.std(base_values, ddof=1) / math.sqrt(n))) if n > 1 else None,
-            "branches": rows, "local_b_crit": local, "at_edge": at_edge,
+            "branches": [r for r in rows if r["factor"] != 1], "reference": rows[0], "local_b_crit": local, "at_edge": at_edge,
             "local_b_crit_ci": ([float(v) for v in np.percentile(draws, [2.5, 97.5])]
                                 if draws else None),
+            "local_b_crit_by_tolerance": by_tolerance,
             "b_simple": noise["b_simple"], "b_noise": noise["b_noise"],
             "local_over_b_simple": (local / noise["b_simple"]
                                     if local and noise["b_simple"] else None)}

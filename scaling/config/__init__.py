@@ -11,7 +11,8 @@ from scaling.config.learning_rates import centered_lr, learning_rates
 from scaling.config.load import apply_overrides, build, from_dict, load, to_dict, to_json, to_yaml
 from scaling.config.names import (HYPERPARAMS, LR_MODES, LR_RULES, LR_SELECTIONS, METRICS,
                                   OPTIMIZERS, SCHEDULES)
-from scaling.config.schema import (AXES, AnalysisConfig, BatchConfig, BranchConfig, BudgetConfig,
+from scaling.config.schema import (AXES, AnalysisConfig, BatchConfig, BatchScheduleConfig,
+                                   BranchConfig, BudgetConfig,
                                    Config, DataConfig, EvalConfig, GNSConfig, LearningRateConfig,
                                    LogConfig, ModelConfig, OptimizerConfig, ParallelConfig,
                                    ReachedConfig, ScheduleConfig,
@@ -21,7 +22,7 @@ from scaling.errors import ConfigError
 
 __all__ = [
     "AXES", "HYPERPARAMS", "LR_MODES", "LR_RULES", "LR_SELECTIONS", "METRICS", "OPTIMIZERS",
-    "SCHEDULES", "AnalysisConfig", "BatchConfig", "BranchConfig", "BudgetConfig", "Config", "ConfigError",
+    "SCHEDULES", "AnalysisConfig", "BatchConfig", "BatchScheduleConfig", "BranchConfig", "BudgetConfig", "Config", "ConfigError",
     "DataConfig", "EvalConfig", "GNSConfig", "LearningRateConfig", "LogConfig", "ModelConfig", "OptimizerConfig",
     "ParallelConfig", "ReachedConfig", "ScheduleConfig", "TaskConfig", "TrainConfig",
     "apply_overrides", "build", "centered_lr", "from_dict", "grid_axes", "learning_rates", "load",

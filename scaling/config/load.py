@@ -57,6 +57,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, list):
             (inner,) = typing.get_args(tp)
             return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
+    elif dataclasses.is_dataclass(tp):
+        return build(tp, value, key)
     elif tp is type(None):
         if value is None:
             return None

@@ -10,8 +10,9 @@ LR_SELECTIONS = ("min", "crossfit")
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")
-BRANCH_RULES = ("linear", "sqrt", "constant")  # learning rate of a branch at k x B0
+BATCH_LR_RULES = ("linear", "sqrt", "constant")  # the learning rate when the batch grows
 BRANCH_METRICS = ("eval_loss", "train_loss")
+BATCH_SCHEDULES = ("steps", "doubling", "noise_scale")
 
 # The scalars each optimizer family reads (its optax factory takes exactly these).
 HYPERPARAMS: dict[str, tuple[str, ...]] = {

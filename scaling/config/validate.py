@@ -4,11 +4,12 @@ the bad value and what would be accepted."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from typing import Any
 
 from scaling.config import names, targets as targets_mod
-from scaling.config.schema import (AXES, BatchConfig, Config, EvalConfig, LearningRateConfig,
-                                   ScheduleConfig)
+from scaling.config.schema import (AXES, BatchConfig, BatchScheduleConfig, Config, EvalConfig,
+                                   LearningRateConfig, ScheduleConfig)
 from scaling.errors import ConfigError, need
 from scaling.tasks import task_class
 
@@ -107,6 +108,7 @@ def validate(cfg: Config) -> None:
     _validate_data(cfg, task)
     _validate_log(cfg)
     _validate_branch(cfg)
+    _validate_schedules(cfg)
 
 
 def _validate_branch(cfg: Config) -> None:
@@ -122,8 +124,8 @@ def _validate_branch(cfg: Config) -> None:
     need(len(b.factors) > 0 and all(k >= 1 for k in b.factors), "branch.factors", b.factors,
          "a non-empty list of integers >= 1 (branches at k x branch.batch_size; 1 adds only the "
          "learning-rate grid's other factors at the base's batch)")
-    need(b.lr_rule in names.BRANCH_RULES, "branch.lr_rule", b.lr_rule,
-         f"one of {', '.join(names.BRANCH_RULES)}")
+    need(b.lr_rule in names.BATCH_LR_RULES, "branch.lr_rule", b.lr_rule,
+         f"one of {', '.join(names.BATCH_LR_RULES)}")
     need(len(b.lr_grid) > 0 and all(f > 0 for f in b.lr_grid), "branch.lr_grid", b.lr_grid,
          "a non-empty list of positive factors on the rule's learning rate")
     need(b.window is None or b.window > 0, "branch.window", b.window,
@@ -177,6 +179,61 @@ def _validate_batch(b: BatchConfig) -> None:
     for size in b.sizes:
         need(size % b.accumulation == 0, "batch.sizes", size,
              f"a multiple of batch.accumulation={b.accumulation}")
+    for i, sched in enumerate(b.schedules):
+        _validate_schedule_entry(sched, f"batch.schedules[{i}]", b.accumulation)
+    labels = [sched.label for sched in b.schedules]
+    need(len(set(labels)) == len(labels), "batch.schedules", labels,
+         "schedules with distinct names (set name: on each)")
+
+
+def _validate_schedule_entry(sched: BatchScheduleConfig, key: str, accumulation: int) -> None:
+    """One batch-size schedule: its kind's own keys, growing batch sizes."""
+    need(sched.kind in names.BATCH_SCHEDULES, f"{key}.kind", sched.kind,
+         f"one of {', '.join(names.BATCH_SCHEDULES)}")
+    need(sched.lr_rule in names.BATCH_LR_RULES, f"{key}.lr_rule", sched.lr_rule,
+         f"one of {', '.join(names.BATCH_LR_RULES)}")
+    need(sched.name is None or re.fullmatch(r"[A-Za-z0-9._+-]+", sched.name) is not None,
+         f"{key}.name", sched.name, "letters, digits and . _ + - (it names run folders)")
+    if sched.kind == "steps":
+        steps = sched.steps
+        need(len(steps) > 0 and all(len(s) == 2 and s[0] >= 0 and s[1] > 0 for s in steps),
+             f"{key}.steps", steps, "a non-empty list of [from examples, batch size] pairs")
+        need(steps[0][0] == 0, f"{key}.steps", steps, "a first pair from 0 examples")
+        need(all(a[0] < b[0] and a[1] < b[1] for a, b in zip(steps, steps[1:])),
+             f"{key}.steps", steps, "pairs with growing examples and growing batch sizes")
+        need(not sched.at and sched.start is None and sched.max is None, f"{key}.steps", steps,
+             "start, at and max unset with kind: steps (the pairs give the batch sizes)")
+    else:
+        need(sched.start is not None and sched.start > 0, f"{key}.start", sched.start,
+             "a positive batch size to start from")
+        need(sched.max is not None and sched.max >= sched.start, f"{key}.max", sched.max,
+             f"a batch size >= start={sched.start} (the largest the schedule may reach)")
+        need(not sched.steps, f"{key}.steps", sched.steps, f"unset with kind: {sched.kind}")
+    if sched.kind == "doubling":
+        need(len(sched.at) > 0 and all(0 < a < 1 for a in sched.at)
+             and sorted(set(sched.at)) == sched.at, f"{key}.at", sched.at,
+             "growing fractions of the budget, each 0 < at < 1, where the batch doubles")
+    if sched.kind == "noise_scale":
+        need(sched.multiple > 0, f"{key}.multiple", sched.multiple,
+             "a positive number: the batch doubles when B_simple exceeds multiple x batch")
+        need(not sched.at, f"{key}.at", sched.at, "unset with kind: noise_scale")
+    for size in sched.batch_sizes:
+        need(size % accumulation == 0, f"{key}", size,
+             f"batch sizes that are multiples of batch.accumulation={accumulation}")
+
+
+def _validate_schedules(cfg: Config) -> None:
+    """What schedules need from the rest of the config."""
+    if not cfg.batch.schedules:
+        return
+    need(cfg.learning_rate.mode != "centered", "learning_rate.mode", cfg.learning_rate.mode,
+         "grid or rule with batch.schedules (a scheduled run takes the learning rates of its "
+         "start batch)")
+    need(cfg.data.placement != "host", "data.placement", cfg.data.placement,
+         "device or auto with batch.schedules (each phase draws its data order on the device)")
+    if any(s.kind == "noise_scale" for s in cfg.batch.schedules):
+        need(cfg.gns.enabled, "gns.enabled", cfg.gns.enabled,
+             "true with a noise_scale schedule (it reads each run's B_simple)")
 
 
 def _validate_targets(cfg: Config, task: Any) -> None:
@@ -295,8 +352,12 @@ def validate_devices(cfg: Config, num_devices: int) -> tuple[int, int]:
     data = p.data if p.data is not None else num_devices // p.runs
     need(data * p.runs == num_devices, "parallel.data", p.data,
          f"runs x data = {num_devices} devices (runs={p.runs})")
+    unit = data * cfg.batch.accumulation
     for size in cfg.batch.sizes:
-        unit = data * cfg.batch.accumulation
         need(size % unit == 0, "batch.sizes", size,
              f"a multiple of data shards x accumulation = {data} x {cfg.batch.accumulation} = {unit}")
+    for i, sched in enumerate(cfg.batch.schedules):
+        for size in sched.batch_sizes:
+            need(size % unit == 0, f"batch.schedules[{i}]", size,
+                 f"batch sizes that are multiples of data shards x accumulation = {unit}")
     return p.runs, data

@@ -16,8 +16,8 @@ CAPTIONS = {
     "local_b_crit": "Local critical batch size (95% bootstrap interval over seeds) at each "
                     "branch point, against the base run's B_simple and B_noise there; the grey "
                     "band is the range of batch sizes the branches tried.",
-    "branch_ratios": "Each factor's loss at the window's end over the base's, per point; "
-                     "below the dashed line a branch keeps up with the base.",
+    "branch_ratios": "Each factor's loss at the window's end over the k = 1 reference's, per "
+                     "point; below the dashed line a branch keeps up with it.",
 }
 
 
@@ -74,8 +74,8 @@ def ratios_figure(branching: dict, path: Path) -> Path | None:
                label=f"1 + tolerance ({branching['tolerance']:.3g})")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("branch batch size")
-    ax.set_ylabel(f"{branching['metric']} / base's")
-    ax.set_title("Branches against the base at the window's end")
+    ax.set_ylabel(f"{branching['metric']} / k = 1 reference's")
+    ax.set_title("Branches against the reference at the window's end")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return save(fig, path)
@@ -90,7 +90,7 @@ def write_figures(analysis: dict, folder: Path) -> list[Path]:
 
 def _points_table(branching: dict) -> list[str]:
     factors = sorted({b["factor"] for p in branching["points"] for b in p["branches"]})
-    header = (["point (examples)", "base loss"] + [f"k={k}" for k in factors]
+    header = (["point (examples)", "k=1 (lr factor)"] + [f"k={k}" for k in factors]
               + ["local B_crit", "95% interval", "B_simple", "B_noise", "local / B_simple"])
     rows = []
     for p in branching["points"]:
@@ -98,7 +98,9 @@ def _points_table(branching: dict) -> list[str]:
         cells = [f"{number(by_k[k]['ratio'], 3)}{'' if by_k[k]['within'] else ' ✗'}"
                  if k in by_k else "-" for k in factors]
         local = number(p["local_b_crit"]) + (" (every k)" if p["at_edge"] else "")
-        rows.append([number(p["examples"]), number(p["base_loss"], 4), *cells, local,
+        ref = p["reference"]
+        rows.append([number(p["examples"]),
+                     f"{number(p['reference_loss'], 4)} ({number(ref['best_lr_factor'])})", *cells, local,
                      interval(p["local_b_crit_ci"]), number(p["b_simple"]),
                      number(p["b_noise"]), number(p["local_over_b_simple"])])
     return markdown_table(header, rows)
@@ -147,9 +149,12 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
               "(times the best factor of the grid), judged by "
               f"{b['metric']} averaged over the last {b['average']} of {b['evals']} evaluation "
               f"points of the window; tolerance {b['tolerance']:.3g} (relative).",
-              "- The local critical batch size is the largest branch batch size whose every "
-              "smaller factor also keeps up with the base; ✗ marks a factor that falls behind.",
-              "", "## Loss over the base's, per factor", ""] + _points_table(b) + [""]
+              "- Each factor k is read at its best learning-rate factor; the reference is k = 1 "
+              "read the same way (the base continued, factor 1, or B0 at the grid's other "
+              "factors). The local critical batch size is the largest branch batch size whose "
+              "every smaller factor keeps within the tolerance of the reference; ✗ marks a "
+              "factor that falls behind.",
+              "", "## Loss over the reference's, per factor", ""] + _points_table(b) + [""]
     lines += ["## Figures", ""]
     for path in figures:
         rel = Path(os.path.relpath(Path(path), out)).as_posix()

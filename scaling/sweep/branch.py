@@ -107,7 +107,8 @@ def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
     base.specs[bplan.base_batch] = (
         dataclasses.replace(spec, eval_at=tuple(bplan.base_eval_steps())), arith)
     base.checkpoint_at = bplan.points
-    specs = {k: branch_spec(cfg, bplan, k, arith.examples, data_shards) for k in bplan.factors}
+    specs = {k: branch_spec(cfg, bplan, k, arith.examples, data_shards)
+             for k in bplan.trained_factors}
     return Prepared(cfg, out, bplan, base, specs)
 
 

@@ -92,9 +92,16 @@ class BranchPlan:
                                   self.window_steps(factor)))
         return out
 
+    @property
+    def trained_factors(self) -> tuple[int, ...]:
+        """The factors branches train at: with a learning-rate grid factor 1 too (B0 at the
+        grid's other factors), so the reference at k = 1 has the same choice of learning rates
+        as every branch."""
+        return tuple(sorted({1, *self.factors})) if len(self.lr_grid) > 1 else self.factors
+
     def groups(self) -> list[tuple[int, int, list[Branch]]]:
         """(point, factor, branches) of every group to train, by point then factor."""
-        return [(p, k, runs) for p in self.points for k in self.factors
+        return [(p, k, runs) for p in self.points for k in self.trained_factors
                 if (runs := self.branches(p, k))]
 
     def base_record(self) -> dict:
@@ -154,7 +161,10 @@ def _points(cfg: Config, batch: int, steps: int, chunk: int, window_steps: int,
         asked = [e / batch for e in b.points]
     else:
         asked = list(np.geomspace(max(chunk, steps / 100), max(last, chunk), b.num_points))
+    latest = last // chunk * chunk  # the last boundary a window fits after
     snapped = sorted({max(chunk, int(round(s / chunk)) * chunk) for s in asked})
+    if not b.points:  # the log-spaced end is the last point that fits, not one past it
+        snapped = sorted({min(p, latest) for p in snapped})
     kept = tuple(p for p in snapped if p <= last)
     if len(kept) < len(snapped):
         notes.append(f"points after step {last} dropped: their window would pass the base "
