@@ -295,7 +295,7 @@ def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
     _no_nan(path.read_text())
     a = json.loads(path.read_text())
     assert set(a) == {"version", "sweep", "reached", "lr_selection", "primary_target", "runs",
-                      "targets", "lr_rules", "throughput", "b_crit_power_law"}
+                      "targets", "lr_rules", "throughput", "b_crit_power_law", "schedules"}
     assert a["throughput"] == [], "summaries without throughput (older folders) give none"
     assert set(a["reached"]) == {"rule", "window", "definition"}
     assert set(a["sweep"]) == {"name", "task", "optimizer", "unit", "batch_sizes",

@@ -21,6 +21,7 @@ import yaml
 from scaling import store
 from scaling.analysis import definitions
 from scaling.analysis.lr_rules import lr_rules
+from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
 from scaling.analysis.selection import Choice, choose, resampled_steps
 from scaling.analysis.table import LRCurve, lr_curves, run_table
 from scaling.analysis.tradeoff import fit_tradeoff, regimes
@@ -281,9 +282,16 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     if not targets:
         raise ConfigError(f"targets: {out} names none; expected at least one, e.g. eval_loss<=1.0")
     _check_metrics(records, targets, reach)
+    scheduled = [r for r in records if is_scheduled(r)]
+    records = [r for r in records if not is_scheduled(r)]
+    if not records:
+        raise ConfigError(f"{out}: holds only scheduled runs; expected fixed batch sizes too "
+                          "(batch.sizes), which the schedules are compared with")
     table = run_table(records, targets, reach)
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
                for i, t in enumerate(targets)]
+    schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
+                                  [e for e, _ in results], how, bootstrap, seed)
     rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
                                "status", "steps_to_target", "examples_to_target")} for r in table]
@@ -294,7 +302,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
             "targets": [e for e, _ in results],
             "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids),
             "throughput": _throughput(records),
-            "b_crit_power_law": definitions.power_laws([e for e, _ in results])}
+            "b_crit_power_law": definitions.power_laws([e for e, _ in results]),
+            "schedules": schedules}
 
 
 def write(out: str | Path, analysis: dict) -> Path:
@@ -322,4 +331,5 @@ def summary_table(analysis: dict) -> str:
                      f"first crossing: B_crit {number(t['first_crossing']['b_crit'], 4)}")
     if analysis["lr_rules"]:
         lines.append(analysis["lr_rules"]["summary"])
+    lines += summary_lines(analysis.get("schedules") or [])
     return "\n".join(lines)

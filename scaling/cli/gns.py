@@ -30,7 +30,7 @@ def narrow(cfg: Config, batch_size: int | None, lr: float | None) -> Config:
     size = batch_size or cfg.batch.sizes[0]
     rate = lr if lr is not None else config_mod.learning_rates(cfg.learning_rate, size)[0]
     data = config_mod.to_dict(cfg)
-    data["batch"]["sizes"] = [size]
+    data["batch"]["sizes"], data["batch"]["schedules"] = [size], []
     data["learning_rate"] = {"mode": "grid", "values": [rate]}
     data["seeds"] = data["seeds"][:1]
     return config_mod.from_dict(data)

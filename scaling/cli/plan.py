@@ -9,6 +9,7 @@ from typing import Any
 
 from scaling.cli.parser import CALCULATOR, UsageError
 from scaling.config import load
+from scaling.sweep import segments
 from scaling.sweep.plan import calculate, for_config, format_table, sweep_warnings
 
 
@@ -27,14 +28,15 @@ def _calculator_rows(args: argparse.Namespace) -> list[Any]:
         for size in args.batch_size]
 
 
-def _config_rows(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+def _config_rows(args: argparse.Namespace) -> tuple[list[Any], list[str], list[str]]:
     used = [f"--{k.replace('_', '-')}" for k in CALCULATOR if getattr(args, k) not in (None, False)]
     if used:
         raise UsageError(f"{used[0]}: a calculator option; give a CONFIG (and section.key=value "
                          "overrides) or calculator options, not both")
     cfg = load(args.config, args.overrides)
     shards = cfg.parallel.data or 1
-    return [for_config(cfg, size, shards) for size in cfg.batch.sizes], sweep_warnings(cfg)
+    notes = [segments.describe(cfg, sched, shards) for sched in cfg.batch.schedules]
+    return [for_config(cfg, size, shards) for size in cfg.batch.sizes], sweep_warnings(cfg), notes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,13 +44,13 @@ def run(args: argparse.Namespace) -> int:
     if args.config is None:
         if args.overrides:
             raise UsageError(f"{args.overrides[0]}: overrides need a CONFIG")
-        rows, sweep = _calculator_rows(args), []
+        rows, sweep, notes = _calculator_rows(args), [], []
     else:
-        rows, sweep = _config_rows(args)
+        rows, sweep, notes = _config_rows(args)
     if args.json:
         print(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
-        print(format_table(rows))
+        print("\n".join([format_table(rows), *notes]))
     for warning in sweep:
         print(f"warning: {warning}", file=sys.stderr if args.json else sys.stdout)
     return 0

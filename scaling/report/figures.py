@@ -88,8 +88,12 @@ def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | No
 # ---------------------------------------------------------------- 2. examples vs steps
 
 
+SCHEDULE_MARKERS = ("D", "P", "X", "v", "h")  # one per batch-size schedule, every target
+
+
 def examples_vs_steps(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """The McCandlish et al. trade-off: (S/S_min - 1)(E/E_min - 1) = 1, B_crit at (2S_min, 2E_min)."""
+    """The McCandlish et al. trade-off: (S/S_min - 1)(E/E_min - 1) = 1, B_crit at (2S_min, 2E_min);
+    batch-size schedules as their own markers on the same axes."""
     targets = _targets_with_points(analysis)
     if not targets:
         return None
@@ -116,6 +120,12 @@ def examples_vs_steps(analysis: dict, records: list[dict], path: Path) -> Path |
                     zorder=4, label=f"$B_{{crit}}$={number(fit['b_crit'])} at (2 $S_{{min}}$, 2 $E_{{min}}$)")
             ax.axvline(s_min, color=c, lw=0.6, ls="--", alpha=0.6)
             ax.axhline(e_min, color=c, lw=0.6, ls="--", alpha=0.6)
+        for j, sched in enumerate(analysis.get("schedules") or []):
+            hit = [e for e in sched["targets"] if e["target"] == t["name"] and e["reached"]]
+            for e in hit:
+                ax.plot([e["steps"]], [e["examples"]], SCHEDULE_MARKERS[j % len(SCHEDULE_MARKERS)],
+                        color=c, mec="black", mew=0.6, ms=8, zorder=5,
+                        label=f"schedule {sched['name']}" if i == 0 else None)
     ax.set(xscale="log", yscale="log", xlabel="steps to target", ylabel=f"{unit} to target",
            title="Steps vs data: the trade-off (points labelled by batch size)")
     ax.grid(True, which="major", alpha=0.3)

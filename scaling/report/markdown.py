@@ -22,7 +22,8 @@ CAPTIONS = {
     "steps_vs_batch": "Steps to target vs batch size: measured (best LR per batch size), the "
                       "fitted S(B) = S_min + E_min/B, and perfect scaling (slope -1).",
     "examples_vs_steps": "Examples vs steps to target: the trade-off "
-                         "(S/S_min - 1)(E/E_min - 1) = 1; the star is B_crit at (2 S_min, 2 E_min).",
+                         "(S/S_min - 1)(E/E_min - 1) = 1; the star is B_crit at (2 S_min, 2 E_min); "
+                         "batch-size schedules, where the sweep has them, as their own markers.",
     "lr_vs_batch": "Optimal learning rate vs batch size with the scaling rules' predictions.",
     "noise_vs_loss": "Gradient noise scale along training, one line per run; horizontal lines "
                      "are B_crit per target.",
@@ -240,6 +241,41 @@ def _definitions(analysis: dict) -> list[str]:
     return lines + ([""] if analysis.get("b_crit_power_law") else [])
 
 
+def _schedules(analysis: dict) -> list[str]:
+    """Each batch-size schedule at each target against the fixed batch sizes."""
+    schedules = analysis.get("schedules") or []
+    if not schedules:
+        return []
+    lines = ["## Batch-size schedules", "",
+             "Each schedule at its best learning rate against three fixed batch sizes of the "
+             "sweep: the one it starts from, the one with the fewest steps and the one with the "
+             "fewest examples; ratios of its steps and examples to theirs with 95% bootstrap "
+             "intervals over seeds. Frontier: (S/S_min - 1)(E/E_min - 1) on the fitted "
+             "trade-off, 1 on the curve every fixed batch size lies near (within its fit's "
+             "residual), below 1 fewer steps for its examples than any fixed batch size.", ""]
+    header = ["schedule", "target", "best lr", "steps", "examples", "against", "steps ratio",
+              "examples ratio", "frontier"]
+    rows = []
+    for sched in schedules:
+        for t in sched["targets"]:
+            if not t["reached"]:
+                rows.append([sched["name"], t["target"], "-", "not reached", "-", "-", "-", "-", "-"])
+                continue
+            for c in t["comparisons"]:
+                rows.append([sched["name"], t["target"], number(t["best_lr"]), number(t["steps"]),
+                             number(t["examples"]), f"{c['against'].replace('_', ' ')} "
+                             f"(batch {c['batch_size']})",
+                             _with_ci(c["steps_ratio"], c["steps_ratio_ci"]),
+                             _with_ci(c["examples_ratio"], c["examples_ratio_ci"]),
+                             number(t.get("frontier_product"))])
+    lines += markdown_table(header, rows) + [""]
+    for sched in schedules:
+        lines.append(f"- {sched['name']}: {sched['kind']}, learning rate by the {sched['lr_rule']} "
+                     f"rule from batch {sched['first_batch']}; final batch sizes "
+                     f"{', '.join(map(str, sched['final_batch_sizes'])) or '-'}.")
+    return lines + [""]
+
+
 def _throughput(analysis: dict) -> list[str]:
     rows = analysis.get("throughput") or []
     if not rows:
@@ -358,7 +394,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines = [f"# Scaling report: {name}", ""]
     lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
     lines += _best_lr(analysis)
-    lines += _definitions(analysis) + _lr_rules(analysis) + _throughput(analysis)
+    lines += _definitions(analysis) + _schedules(analysis) + _lr_rules(analysis)
+    lines += _throughput(analysis)
     lines += _figures(out, figures)
     path = out / "report.md"
     atomic_write(path, "\n".join(lines).rstrip() + "\n")

@@ -92,7 +92,7 @@ def bench_config(cfg: Config, batch_size: int, steps: int) -> Config:
     run whose loss grows (the tutorial loop trains every run to the end, so the engine must
     too), and without checkpoints."""
     data = config_mod.to_dict(cfg)
-    data["batch"]["sizes"] = [batch_size]
+    data["batch"]["sizes"], data["batch"]["schedules"] = [batch_size], []
     data["budget"] = {"max_steps": steps}
     data["targets"] = []
     data["train"]["checkpoint_minutes"] = 0

@@ -47,7 +47,7 @@ BASE, BRANCHES = "base", "branches"
 def base_config(cfg: Config, bplan: BranchPlan) -> Config:
     """The config of the base runs: one batch size, one learning rate, trained to the end."""
     data = config_mod.to_dict(cfg)
-    data["batch"]["sizes"] = [bplan.base_batch]
+    data["batch"]["sizes"], data["batch"]["schedules"] = [bplan.base_batch], []
     data["learning_rate"] = {"mode": "grid", "values": [bplan.base_lr]}
     data["train"]["stop_at_targets"] = False
     return config_mod.from_dict(data)

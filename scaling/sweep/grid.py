@@ -20,8 +20,9 @@ SIDES = ("low", "high")
 @dataclass(frozen=True)
 class PlannedRun:
     run_id: str
-    batch_size: int
+    batch_size: int  # a scheduled run's first batch size
     spec: RunSpec
+    schedule: str | None = None  # the batch-size schedule's name (batch.schedules), if any
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,14 @@ class Unit:
     """Runs that train as one vmapped group; the thing a shard owns. cost: examples budgeted."""
 
     batch_size: int
-    index: int  # the unit's position among its batch size's units
+    index: int  # the unit's position among its batch size's (or schedule's) units
     runs: tuple[PlannedRun, ...]
     cost: int
+    schedule: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"schedule {self.schedule}" if self.schedule else f"batch {self.batch_size}"
 
 
 def run_id(batch_size: int, spec: RunSpec, axes: Iterable[str] = ()) -> str:
@@ -63,8 +69,10 @@ def batch_learning_rates(cfg: Config, batch_size: int, extensions: list[dict[str
             for k in grid_indices(cfg, batch_size, extensions)]
 
 
-def runs_for(cfg: Config, batch_size: int, rates: Iterable[float]) -> list[PlannedRun]:
-    """One batch size's runs: learning rates x seeds x every combination of the axes' values."""
+def runs_for(cfg: Config, batch_size: int, rates: Iterable[float],
+             schedule: str | None = None) -> list[PlannedRun]:
+    """One batch size's (or schedule's) runs: learning rates x seeds x every combination of the
+    axes' values. A scheduled run's id starts `sched-<name>` instead of `bs<B>`."""
     o = cfg.optimizer
     axes = grid_axes(o)
     runs = []
@@ -73,15 +81,26 @@ def runs_for(cfg: Config, batch_size: int, rates: Iterable[float]) -> list[Plann
             for values in itertools.product(*axes.values()):
                 scalars = {**{k: getattr(o, k) for k in AXES}, **dict(zip(axes, values))}
                 spec = RunSpec(lr, seed, b1=o.b1, eps=o.eps, **scalars)
-                runs.append(PlannedRun(run_id(batch_size, spec, axes), batch_size, spec))
+                rid = run_id(batch_size, spec, axes)
+                if schedule is not None:
+                    rid = f"sched-{schedule}-" + rid.split("-", 1)[1]
+                runs.append(PlannedRun(rid, batch_size, spec, schedule))
     return runs
 
 
 def expand(cfg: Config, batch_sizes: list[int] | None = None,
            extensions: list[dict[str, Any]] | None = None) -> list[PlannedRun]:
-    """Every run of the grid, in a fixed order (batch size, learning rate, seed, axes)."""
-    return [r for size in batch_sizes or cfg.batch.sizes
-            for r in runs_for(cfg, size, batch_learning_rates(cfg, size, extensions or []))]
+    """Every run of the grid, in a fixed order (batch size, learning rate, seed, axes), then
+    every scheduled run (schedule, learning rate at its start batch, seed, axes); with
+    `batch_sizes`, only those batch sizes' runs."""
+    fixed = [r for size in batch_sizes or cfg.batch.sizes
+             for r in runs_for(cfg, size, batch_learning_rates(cfg, size, extensions or []))]
+    if batch_sizes is not None:
+        return fixed
+    return fixed + [r for sched in cfg.batch.schedules
+                    for r in runs_for(cfg, sched.first_batch,
+                                      learning_rates(cfg.learning_rate, sched.first_batch),
+                                      sched.label)]
 
 
 def units(cfg: Config, runs: list[PlannedRun], examples: dict[int, int]) -> list[Unit]:
@@ -90,14 +109,15 @@ def units(cfg: Config, runs: list[PlannedRun], examples: dict[int, int]) -> list
     A centred grid keeps a batch size whole: deciding an extension needs all of its runs.
     """
     out = []
-    for size in sorted({r.batch_size for r in runs}):
-        members = [r for r in runs if r.batch_size == size]
+    keys = sorted({(r.schedule or "", r.batch_size) for r in runs})
+    for schedule, size in keys:
+        members = [r for r in runs if r.batch_size == size and (r.schedule or "") == schedule]
         limit = cfg.train.max_group_size
         if limit is None or cfg.learning_rate.mode == "centered":
             limit = len(members)
         for i, start in enumerate(range(0, len(members), limit)):
             group = tuple(members[start:start + limit])
-            out.append(Unit(size, i, group, len(group) * examples[size]))
+            out.append(Unit(size, i, group, len(group) * examples[size], schedule or None))
     return out
 
 
@@ -119,11 +139,11 @@ def partition(all_units: list[Unit], num_shards: int) -> list[list[Unit]]:
     """
     shards: list[list[Unit]] = [[] for _ in range(num_shards)]
     load = [0] * num_shards
-    for unit in sorted(all_units, key=lambda u: (-u.cost, u.batch_size, u.index)):
+    for unit in sorted(all_units, key=lambda u: (-u.cost, u.schedule or "", u.batch_size, u.index)):
         target = min(range(num_shards), key=lambda s: (load[s], s))
         shards[target].append(unit)
         load[target] += unit.cost
-    return [sorted(s, key=lambda u: (u.batch_size, u.index)) for s in shards]
+    return [sorted(s, key=lambda u: (u.schedule or "", u.batch_size, u.index)) for s in shards]
 
 
 # ---------------------------------------------------------------- best learning rate, extensions

@@ -45,19 +45,21 @@ class GroupProgress:
 
     def __init__(self, mode: str, desc: str, total_steps: int, batch_size: int, runs: int,
                  first_step: int = 0, every_s: float = LINE_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, unit: str = "step") -> None:
+        """`unit`: what is counted (a scheduled group counts examples, batch_size 1)."""
         self.mode, self.desc, self.total, self.batch_size = mode, desc, total_steps, batch_size
+        self.unit = unit
         self.runs = self.left = runs
         self.first = self.at = first_step
         self.every_s, self.clock = every_s, clock
         self.started = self.last_line = clock()
         self.bar = None
         if mode == "bar":
-            self.bar = tqdm(total=total_steps, desc=desc, unit="step", leave=False,
+            self.bar = tqdm(total=total_steps, desc=desc, unit=unit, leave=False,
                             dynamic_ncols=True, initial=first_step)
         elif mode == "lines":
             begin = f" from step {first_step:,}" if first_step else ""
-            log.info("%s: started%s, %s steps", desc, begin, f"{total_steps:,}")
+            log.info("%s: started%s, %s %ss", desc, begin, f"{total_steps:,}", unit)
 
     def step(self, furthest: int) -> None:
         if furthest <= self.at:
@@ -79,7 +81,7 @@ class GroupProgress:
         elapsed = max(self.clock() - self.started, 1e-9)
         rate = (self.at - self.first) / elapsed
         left_s = (self.total - self.at) / rate if rate > 0 else None
-        return (f"{self.desc}: step {self.at:,}/{self.total:,}, {self.left} of {self.runs} runs "
+        return (f"{self.desc}: {self.unit} {self.at:,}/{self.total:,}, {self.left} of {self.runs} runs "
                 f"training, {number(rate * self.batch_size * self.left)} examples/s, about "
                 f"{duration(left_s)} left")
 
@@ -92,9 +94,9 @@ class GroupProgress:
 
 @dataclass
 class BatchRow:
-    """One batch size's standing for the primary target."""
+    """One batch size's (or batch-size schedule's) standing for the primary target."""
 
-    batch_size: int
+    batch_size: int | str  # a schedule's name
     runs: int
     done: int
     diverged: int
@@ -110,10 +112,13 @@ class BatchRow:
 def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | None],
                target: str | None) -> list[BatchRow]:
     rows = []
-    for size in sorted({r.batch_size for r in planned}):
+    key = lambda r: r.batch_size if r.schedule is None else r.schedule
+    sizes = sorted({r.batch_size for r in planned if r.schedule is None})
+    keys = sizes + list(dict.fromkeys(r.schedule for r in planned if r.schedule is not None))
+    for size in keys:
         done = [summaries[r.run_id] for r in planned
-                if r.batch_size == size and summaries.get(r.run_id) is not None]
-        total = sum(r.batch_size == size for r in planned)
+                if key(r) == size and summaries.get(r.run_id) is not None]
+        total = sum(key(r) == size for r in planned)
         diverged = sum(s["status"] == "diverged" for s in done)
         missed = sum(s["status"] != "diverged" and (target is None or s["steps_to_target"].get(target) is None)
                      for s in done)

@@ -24,7 +24,7 @@ import yaml
 
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError, parse_target
-from scaling.sweep import grid, plan, progress
+from scaling.sweep import grid, plan, progress, schedule, segments
 from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.trackers import Tracker, open_trackers
 from scaling.sweep.writer import OnRecords, Writer
@@ -142,6 +142,7 @@ class Prepared:
     runs_axis: int
     data_shards: int
     checkpoint_at: tuple[int, ...] = ()  # steps every group saves (and keeps) its state at
+    batch_sizes: list[int] | None = None  # only these batch sizes (scaling train), else all
 
     @property
     def centered(self) -> bool:
@@ -181,17 +182,21 @@ def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
         units = grid.partition(units, shard[1])[shard[0]]
     check_folder(cfg, out, force)
     return Prepared(cfg=cfg, out=out, planned=planned, specs=specs, units=units,
-                    extensions=extensions, runs_axis=runs_axis, data_shards=data_shards)
+                    extensions=extensions, runs_axis=runs_axis, data_shards=data_shards,
+                    batch_sizes=batch_sizes)
 
 
 def describe(p: Prepared) -> str:
     """The --dry-run report: the plan arithmetic, this shard's groups and runs; nothing written."""
     arith = [p.specs[size][1] for size in sorted(p.specs)]
-    lines = [plan.format_table(arith), "", f"groups ({len(p.units)}) and runs in {p.out}:"]
+    schedules = [segments.describe(p.cfg, s, p.data_shards) for s in p.cfg.batch.schedules
+                 if p.batch_sizes is None]
+    lines = [plan.format_table(arith), *schedules, "",
+             f"groups ({len(p.units)}) and runs in {p.out}:"]
     for unit in p.units:
         runs = p.runs_of(unit)
         done = [store.is_done(p.out, r.run_id) for r in runs]
-        lines.append(f"batch {unit.batch_size} group {unit.index}: {len(runs)} runs, "
+        lines.append(f"{unit.label} group {unit.index}: {len(runs)} runs, "
                      f"{sum(done)} done, {len(runs) - sum(done)} to train")
         lines += [f"  {'done ' if d else 'to do'}  {r.run_id}" for r, d in zip(runs, done)]
     lines += [f"extension: batch {e['batch_size']} {e['side']} side, learning rates "
@@ -206,7 +211,7 @@ def describe(p: Prepared) -> str:
 def final_table(p: Prepared) -> str:
     """The end table over the whole grid (every shard's runs) as it stands on disk."""
     target = p.cfg.targets[0] if p.cfg.targets else None
-    planned = expand(p.cfg, sorted(p.specs), store.read_extensions(p.out) if p.centered else [])
+    planned = expand(p.cfg, p.batch_sizes, store.read_extensions(p.out) if p.centered else [])
     summaries = {r.run_id: store.read_summary(p.out, r.run_id) for r in planned}
     return progress.format_final(progress.batch_rows(planned, summaries, target), target, str(p.out))
 
@@ -277,6 +282,7 @@ class Session:
         self.host_data = False  # data.placement resolved to host (with the context)
         self.ahead: concurrent.futures.ThreadPoolExecutor | None = None  # compile_ahead's thread
         self.programs: dict[int, GroupProgram] = {}
+        self.phase_programs: dict[tuple[int, int], tuple[GroupProgram, plan.Arithmetic]] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
         self.widths: dict[int, int] = {}  # per batch size, the group width after the memory cut
         self.trackers = open_trackers(p.cfg, p.out) if is_leader() else []
@@ -309,12 +315,34 @@ class Session:
             self.programs[size] = GroupProgram(self.context[1], spec, self.context[0])
         return self.programs[size]
 
+    def scheduled(self, group: list[PlannedRun]) -> list[dict[str, Any]]:
+        """Train one batch-size schedule's group (scaling.sweep.schedule)."""
+        cfg = self.p.cfg
+        sched = next(s for s in cfg.batch.schedules if s.label == group[0].schedule)
+        arith = self.p.specs[sched.first_batch][1]
+        _, task, data, eval_data = self.context
+        return schedule.train(cfg, self.p.out, sched, group,
+                              lambda b: self._phase_program(b, arith.examples), task, data,
+                              eval_data, self.p.runs_axis, arith.examples, arith, self.shown,
+                              self.on_records, self.trackers)
+
+    def _phase_program(self, size: int, budget: int) -> tuple[GroupProgram, plan.Arithmetic]:
+        """The program of a schedule's phase at `size` (the run's budget in examples, no
+        targets), with its arithmetic; one per batch size and budget."""
+        if (size, budget) not in self.phase_programs:
+            spec, arith = group_spec(schedule.phase_config(self.p.cfg, budget), size,
+                                     self.p.data_shards)
+            program = GroupProgram(self.context[1], schedule.phase_spec(spec), self.context[0])
+            self.phase_programs[(size, budget)] = (program, arith)
+        return self.phase_programs[(size, budget)]
+
     def compile_ahead(self, runs: list[PlannedRun], now: list[PlannedRun]) -> None:
         """Compile the chunk of the group that trains after `now` (the first of `runs`) on a
         background thread while `now` trains: its compile time then overlaps training. Only
-        where no memory limit may change the group's width; a failure here is left for the
-        group itself to raise."""
-        if not runs or not now or memory.device_limit(self.p.cfg.train.memory_limit_gb):
+        where no memory limit may change the group's width, and for fixed batch sizes; a
+        failure here is left for the group itself to raise."""
+        if not runs or not now or memory.device_limit(self.p.cfg.train.memory_limit_gb) \
+                or runs[0].schedule is not None:
             return
         self._program(now[0].batch_size)  # the devices, the data and `now`'s program first
         program = self._program(runs[0].batch_size)
@@ -344,22 +372,27 @@ class Session:
         """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each."""
         summaries: list[dict[str, Any]] = []
         limit = self.p.cfg.train.max_group_size or max(1, len(runs))
-        if runs:
+        if runs and runs[0].schedule is None:
             limit = self._fit_memory(runs[0].batch_size, min(limit, len(runs)))
-            self.widths[runs[0].batch_size] = limit
+        if runs:
+            self.widths[(runs[0].batch_size, runs[0].schedule)] = limit
         for start in range(0, len(runs), limit):
             group = runs[start:start + limit]
             size = group[0].batch_size
             program = self._program(size)
             _, task, data, eval_data = self.context
-            feed = self._stream(program, [r.spec.seed for r in group])
-            try:
-                done = _train_group(self.p.cfg, self.p.out, program, group, self.p.specs[size][1],
-                                    task, data, eval_data, self.p.runs_axis, self.shown,
-                                    self.on_records, feed, self.trackers, self.p.checkpoint_at)
-            finally:
-                if feed is not None:
-                    feed.close()
+            if group[0].schedule is not None:
+                done = self.scheduled(group)
+            else:
+                feed = self._stream(program, [r.spec.seed for r in group])
+                try:
+                    done = _train_group(self.p.cfg, self.p.out, program, group,
+                                        self.p.specs[size][1], task, data, eval_data,
+                                        self.p.runs_axis, self.shown, self.on_records, feed,
+                                        self.trackers, self.p.checkpoint_at)
+                finally:
+                    if feed is not None:
+                        feed.close()
             for r, s in zip(group, done):
                 self.finished[r.run_id] = s
                 self.pending.pop(r.run_id, None)
@@ -397,10 +430,10 @@ class Session:
         target = p.cfg.targets[0] if p.cfg.targets else None
         shard_runs = [r for u in p.units for r in p.runs_of(u)]
         limit = p.cfg.train.max_group_size
-        left = {}
+        left: dict[tuple, int] = {}
         for r in self.pending.values():
-            left[r.batch_size] = left.get(r.batch_size, 0) + 1
-        groups_left = sum(-(-n // self.widths.get(size, limit or n)) for size, n in left.items())
+            left[(r.batch_size, r.schedule)] = left.get((r.batch_size, r.schedule), 0) + 1
+        groups_left = sum(-(-n // self.widths.get(key, limit or n)) for key, n in left.items())
         eta_s = progress.eta(time.perf_counter() - self.started, self.cost_done,
                              sum(p.cost(r) for r in self.pending.values()))
         summaries = {r.run_id: self.finished.get(r.run_id) for r in shard_runs}

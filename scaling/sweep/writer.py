@@ -60,7 +60,12 @@ class Writer:
                 "learning_rate": r.spec.learning_rate, "seed": r.spec.seed,
                 "reached": c["reached"], "eval": c["eval"], "gns": c["gns"],
                 "precision": precision.here(self.cfg.train.precision),
-                "data": self.task.describe()}
+                "data": self.task.describe(),
+                **({"batch_schedule": asdict(self.schedule(r.schedule))} if r.schedule else {})}
+
+    def schedule(self, name: str) -> Any:
+        """The batch.schedules entry called `name`."""
+        return next(s for s in self.cfg.batch.schedules if s.label == name)
 
     def counts(self, steps: int) -> tuple[int, int | None]:
         examples = self.arith.examples_at(steps)
@@ -71,7 +76,8 @@ class Writer:
         furthest = 0
         for i, rows in enumerate(records):
             for row in rows:
-                row["examples"], row["tokens"] = self.counts(row["step"])
+                if "examples" not in row:  # a scheduled run's rows come counted
+                    row["examples"], row["tokens"] = self.counts(row["step"])
                 row["wall_s"] = round(wall_s, 3)
                 furthest = max(furthest, row["step"])
             if rows:
@@ -85,12 +91,16 @@ class Writer:
             self.on_records(records, wall_s)
 
     def finish(self, results: list[RunResult], compile_s: float,
-               speed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Every run's summary.json; `speed` is the group's throughput (the same for its runs)."""
+               speed: dict[str, Any] | None = None,
+               extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Every run's summary.json; `speed` is the group's throughput (the same for its runs).
+        `extra` (a scheduled group's): per run, its examples and tokens and the keys to add."""
         summaries = []
         reach = self.cfg.reached.reach
-        for r, res, rows in zip(self.runs, results, self.rows):
-            examples, tokens = self.counts(res.steps)
+        for i, (r, res, rows) in enumerate(zip(self.runs, results, self.rows)):
+            more = dict(extra[i]) if extra else {}
+            examples, tokens = (more.pop("examples"), more.pop("tokens")) if extra \
+                else self.counts(res.steps)
             last = rows[-1] if rows else {}
             to_steps = {t: None if res.status == "diverged" else targets.crossing(rows, t, reach)
                         for t in self.cfg.targets}
@@ -104,7 +114,7 @@ class Writer:
                                        for t, s in to_steps.items()},
                 "final": last, "b_simple": last.get("b_simple"), "wall_s": round(self.wall_s, 3),
                 "compile_s": round(compile_s, 3), "group_size": len(self.runs),
-                "throughput": speed}
+                "throughput": speed, **more}
             summaries.append(summary)
             if is_leader():
                 store.finish_run(self.out, r.run_id, summary)

@@ -33,7 +33,9 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
               runs_axis: int = 1, stream: HostStream | None = None,
               checkpoints: GroupCheckpoints | None = None, resume: Resume | None = None,
               on_running: Callable[[int], None] | None = None,
-              until: int | None = None) -> tuple[list[RunResult], float]:
+              until: int | None = None,
+              on_end: Callable[[Any, Packing], None] | None = None
+              ) -> tuple[list[RunResult], float]:
     """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
 
     The next chunk is dispatched before the previous chunk's metrics are read, so the device
@@ -44,8 +46,10 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
     agree); `resume` continues from one, or from any state built like one (a branch, a
     schedule's next phase: GroupProgram.start_from). `on_running(n)` hears how many runs still
     train after each chunk the host reads. `until` ends the group before that step (default:
-    the spec's total steps); runs still training then end with status "running". Returns the
-    results and the compile seconds of the chunk programs this group ran.
+    the spec's total steps); runs still training then end with status "running", and
+    `on_end(state, packing)` receives the group's last state (to continue it at another batch
+    size: a schedule's next phase). Returns the results and the compile seconds of the chunk
+    programs this group ran.
     """
     spec = program.spec
     if resume is None:
@@ -95,6 +99,8 @@ def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: 
                              (pending.running, pending.slots))
     if pending is not None:
         fold(pending)
+    if on_end is not None:
+        on_end(rs, packing)
     final = packing.final(program.final_view(rs))
     return [_result(final, i) for i in range(len(runs))], sum(program.compile_s[k] for k in keys)
 

@@ -68,7 +68,7 @@ class GroupProgram:
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
         self._take = jax.jit(self._take_fn)
-        self._start_from = jax.jit(self._start_from_fn, static_argnums=5)
+        self._start_from = jax.jit(self._start_from_fn, static_argnums=(5, 6))
         # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
         # compile seconds, chunks run.
         self._compiling = threading.Lock()
@@ -248,7 +248,7 @@ class GroupProgram:
         return self._shard_runs(rs._replace(status=jnp.where(pad, Status.PADDING, rs.status)))
 
     def _start_from_fn(self, rs: RunState, take: jax.Array, pad: jax.Array, base_lr: jax.Array,
-                       step: jax.Array, stream: int) -> RunState:
+                       step: jax.Array, stream: int, carry_noise: bool) -> RunState:
         spec, width = self.spec, take.shape[0]
         src = jax.tree.map(lambda x: jnp.take(x, take, axis=0), rs)
         fresh = lambda tree: jax.tree.map(lambda x: jnp.broadcast_to(x, (width, *x.shape)), tree)
@@ -260,10 +260,12 @@ class GroupProgram:
             if spec.num_train and not spec.host_data:
                 perm = self._vmap(self.new_perm, (0, None))(data_key, step // spec.steps_per_epoch)
         zero = jnp.zeros(width, jnp.float32)
+        diverged = jnp.where(src.status == Status.DIVERGED, Status.DIVERGED, Status.RUNNING)
         return self._shard_runs(src._replace(
             base_lr=base_lr, data_key=data_key, perm=perm, steps=jnp.full(width, step, jnp.int32),
-            status=jnp.where(pad, Status.PADDING, Status.RUNNING).astype(jnp.int32),
-            loss_sum=zero, loss_count=zero, noise=fresh(measure.init(spec)),
+            status=jnp.where(pad, Status.PADDING, diverged).astype(jnp.int32),
+            loss_sum=zero, loss_count=zero,
+            noise=src.noise if carry_noise else fresh(measure.init(spec)),
             reach=fresh(reach.init(len(spec.targets), len(spec.eval_points), spec.reach))))
 
     @property
@@ -315,12 +317,13 @@ class GroupProgram:
         return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
 
     def start_from(self, rs: RunState, take: np.ndarray, pad: np.ndarray, base_lr: np.ndarray,
-                   step: int, stream: int = 0) -> RunState:
+                   step: int, stream: int = 0, carry_noise: bool = False) -> RunState:
         """A group of this program that continues, at its own step `step`, the runs in slots
         `take` of another group's state `rs` (the same task and optimizer family, any batch
         size; `pad` marks padding slots): parameters, optimizer state, parameter average, start
-        loss and keys carried, learning rates `base_lr`; the noise-scale sums, the target state
-        and the training-loss interval start afresh.
+        loss, keys and a diverged status carried, learning rates `base_lr`; the target state and
+        the training-loss interval start afresh, and so do the noise-scale estimates unless
+        `carry_noise` (they estimate |G|^2 and tr(Sigma), which do not depend on the batch).
 
         `stream` 0 carries the data stream, so at the same batch size the runs go on exactly as
         they would have (the same permutation, the same draws); any other value folds it into
@@ -330,7 +333,7 @@ class GroupProgram:
         """
         return self._start_from(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad),
                                 jnp.asarray(base_lr, jnp.float32), jnp.asarray(step, jnp.int32),
-                                int(stream))
+                                int(stream), bool(carry_noise))
 
     def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int,
               slots: np.ndarray | None = None, end_step: int | None = None):
