@@ -2,6 +2,8 @@
 
 A study is a config in configs/ (configs/<name>.yaml) whose results land in results/<name>/:
 analysis.json, report.md, figures/ (committed) and runs/ (the raw run files, not committed).
+A config with a `branch:` section is a branched measurement: `scaling branch` runs it instead
+of `scaling sweep` (its base/ and branches/ folders are not committed either).
 The sweep resumes, so a study killed half way is finished by running the same command again;
 wall_s then counts only the last invocation, and study.json says so (resumed: true);
 runs_wall_s is the training time recorded in the run files, whatever the invocations.
@@ -48,8 +50,12 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
     config = ROOT / "configs" / f"{name}.yaml"
     if not config.is_file():
         raise SystemExit(f"error: no study config {config}")
-    resumed = (out / "runs").is_dir() and any((out / "runs").iterdir())
-    argv = ["sweep", str(config), *overrides, "--out", str(out)] + (["--quiet"] if quiet else [])
+    import yaml
+
+    command = "branch" if "branch" in (yaml.safe_load(config.read_text()) or {}) else "sweep"
+    runs = out / ("base" if command == "branch" else "") / "runs"
+    resumed = runs.is_dir() and any(runs.iterdir())
+    argv = [command, str(config), *overrides, "--out", str(out)] + (["--quiet"] if quiet else [])
     started = time.perf_counter()
     status = main(argv)
     if status != 0:
@@ -57,7 +63,9 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
     record = {"study": name, "command": f"python experiments/run_study.py {name}"
               + "".join(f" {o}" for o in overrides),
               "wall_s": round(time.perf_counter() - started, 1), "resumed": bool(resumed),
-              "runs_wall_s": store.training_seconds(store.load(out)),
+              "runs_wall_s": store.training_seconds(
+                  store.load(out) if command == "sweep"
+                  else store.load(out / "base") + store.load(out / "branches")),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "git_commit": git_commit(), "jax": jax.__version__,
               "device": f"{jax.devices()[0].device_kind} x{jax.device_count()}",

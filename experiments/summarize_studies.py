@@ -52,7 +52,8 @@ def studies_table() -> list[str]:
     commands = []
     for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
         analysis, study = _load(folder / "analysis.json"), _load(folder / "study.json")
-        lines += study_rows(folder.name, analysis, study)
+        if analysis.get("kind") != "branch":
+            lines += study_rows(folder.name, analysis, study)
         if study:
             commands.append(f"- {folder.name}: `{study['command']}` "
                             f"({study.get('date', '')}, commit {study.get('git_commit')}, "
@@ -64,6 +65,81 @@ def studies_table() -> list[str]:
             "characters for charlm. Wall time: training recorded in the run files (sum over "
             "vmapped groups, compile included), on the host named under Commands.")
     return lines + ["", unit, "", "Commands:", ""] + commands
+
+
+def _study_folders(kind: str) -> list[tuple[str, dict, dict | None]]:
+    """(name, analysis, study record) of every study of a kind: branch, or sweeps with
+    batch-size schedules (schedules)."""
+    out = []
+    for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
+        analysis = _load(folder / "analysis.json")
+        if (kind == "branch") == (analysis.get("kind") == "branch") and (
+                kind == "branch" or analysis.get("schedules")):
+            out.append((folder.name, analysis, _load(folder / "study.json")))
+    return out
+
+
+def branch_table() -> list[str]:
+    """The local critical batch size along training, one row per branch point."""
+    studies = _study_folders("branch")
+    if not studies:
+        return []
+    lines = ["", "## The critical batch size along training (branched runs)", "",
+             "From `scaling branch` ([docs/branching.md](../docs/branching.md)): the largest "
+             "branch batch whose every smaller factor keeps within the tolerance of the k = 1 "
+             "reference over one window, 95% bootstrap interval over seeds; the same reading "
+             "at tolerances 0.05 and 0.1; the base's B_simple and B_noise at the point.", "",
+             "| study | point (examples) | reference loss | local B_crit | 95% interval | "
+             "at 0.05 | at 0.1 | B_simple | B_noise | local / B_simple | wall time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, analysis, study in studies:
+        b = analysis["branching"]
+        wall = f"{study.get('runs_wall_s', study['wall_s']) / 60:.1f} min" if study else "-"
+        for pt in b["points"]:
+            by_tol = pt.get("local_b_crit_by_tolerance") or {}
+            lines.append(f"| {name} | {num(pt['examples'])} | {num(pt.get('reference_loss'), 4)} | "
+                         f"{num(pt['local_b_crit'])}{' (every k)' if pt['at_edge'] else ''} | "
+                         f"{interval(pt['local_b_crit_ci'])} | {num(by_tol.get('0.05'))} | "
+                         f"{num(by_tol.get('0.1'))} | {num(pt['b_simple'])} | "
+                         f"{num(pt['b_noise'])} | {num(pt['local_over_b_simple'])} | {wall} |")
+    return lines + ["", f"Tolerance and window per study: "
+                    + "; ".join(f"{n}: {a['branching']['tolerance']:g}, "
+                                f"{a['branching']['window']:,} examples, base batch "
+                                f"{a['branching']['base']['batch_size']}"
+                                for n, a, _ in studies) + "."]
+
+
+def schedules_table() -> list[str]:
+    """Each study's batch-size schedules against its fixed batch sizes, per target."""
+    studies = _study_folders("schedules")
+    if not studies:
+        return []
+    lines = ["", "## Batch-size schedules against fixed batch sizes", "",
+             "At each schedule's best learning rate, mean over seeds; ratios to the batch size it "
+             "starts from and to the batch size with the fewest steps, 95% bootstrap intervals "
+             "([docs/schedules.md](../docs/schedules.md)).", "",
+             "| study | schedule | target | steps | examples | steps / start | examples / start "
+             "| fewest-steps batch | steps / it | examples / it | frontier |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    cell = lambda c, k: f"{num(c[k])} {interval(c[k + '_ci'])}"
+    for name, analysis, _ in studies:
+        for sched in analysis["schedules"]:
+            for t in sched["targets"]:
+                if not t["reached"]:
+                    lines.append(f"| {name} | {sched['name']} | {t['target']} | not reached | "
+                                 + "- | " * 7 + "|")
+                    continue
+                by = {c["against"]: c for c in t["comparisons"]}
+                start, few = by.get("start"), by.get("fewest_steps")
+                lines.append(
+                    f"| {name} | {sched['name']} | {t['target']} | {num(t['steps'])} | "
+                    f"{num(t['examples'])} | "
+                    + (f"{cell(start, 'steps_ratio')} | {cell(start, 'examples_ratio')} | "
+                       if start else "- | - | ")
+                    + (f"{few['batch_size']} | {cell(few, 'steps_ratio')} | "
+                       f"{cell(few, 'examples_ratio')} | " if few else "- | - | - | ")
+                    + f"{num(t.get('frontier_product'))} |")
+    return lines
 
 
 def nqm_table() -> list[str]:
@@ -138,8 +214,8 @@ def main() -> int:
             "below; each folder has analysis.json, report.md and figures/ (the raw run files "
             "are not committed: rerun the command to get them).", "", "## Critical batch size "
             "per study and target", ""]
-    text = "\n".join(head + studies_table() + steps_to_target_table() + nqm_table()
-                     + rules_table()) + "\n\n"
+    text = "\n".join(head + studies_table() + branch_table() + schedules_table()
+                     + steps_to_target_table() + nqm_table() + rules_table()) + "\n\n"
     path.write_text(text + DISCUSSION_MARKER + discussion)
     print(path.read_text())
     return 0

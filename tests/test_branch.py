@@ -265,3 +265,28 @@ def test_each_factor_and_the_reference_take_their_best_learning_rate():
     assert p["local_b_crit"] == 20 and not p["at_edge"]
     assert p["local_b_crit_ci"] == [20.0, 20.0]  # identical seeds: every resample agrees
     assert p["local_b_crit_by_tolerance"]["0.1"] == 40 and p["local_b_crit_by_tolerance"]["0.01"] == 10
+
+
+def test_the_base_can_be_a_sweeps_run(tmp_path, capsys, config_from):
+    """--base-run takes batch size, learning rate and seed from a finished sweep's run and
+    trains it again with its state saved: the retrained base reproduces the run's rows."""
+    sweep = config_from(DIGITS, batch__sizes=[16, 32], learning_rate__values=[0.05, 0.1],
+                        targets=["eval_accuracy>=0.8"], branch={})
+    from scaling.sweep import runner
+    runner.run(sweep, tmp_path / "sweep", quiet=True)
+    run_dir = tmp_path / "sweep" / "runs" / "bs16-lr0.1-seed1"
+    config = tmp_path / "sweep" / "sweep.yaml"
+    out = tmp_path / "branch"
+    assert main(["branch", str(config), "branch.factors=[2]", "branch.points=[640]",
+                 "branch.window=1280", "branch.evals=2", "--base-run", str(run_dir),
+                 "--out", str(out), "--progress", "none", "--no-analyze"]) == 0
+    printed = capsys.readouterr().out
+    assert "the base reproduces" in printed, printed
+    (base,) = store.load(out / "base")
+    assert (base["config"]["batch_size"], base["config"]["learning_rate"],
+            base["config"]["seed"]) == (16, 0.1, 1)
+    other = tmp_path / "other.yaml"
+    other.write_text(config.read_text().replace("hidden:\n  - 16", "hidden:\n  - 24"))
+    assert main(["branch", str(other), "--base-run", str(run_dir), "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "model differs" in capsys.readouterr().err

@@ -1,4 +1,6 @@
 """From run folders to the numbers: `table` (runs and learning-rate curves per target),
 `curves` (noise scales near a step), `selection` (each batch size's learning rate),
-`tradeoff` (the S(B) fit), `lr_rules` (rules against the optima), `analyze` (analysis.json)
+`tradeoff` (the S(B) fit), `lr_rules` (rules against the optima), `definitions` (other
+critical batch sizes), `schedules` (batch-size schedules against the fixed batch sizes),
+`analyze` (analysis.json), `branching` (a `scaling branch` folder's local critical batch size)
 and `nqm_reference` (the noisy quadratic model's exact answers)."""

@@ -125,8 +125,10 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
                     for t in sorted({tol, *TOLERANCES})}
     noise = {key: median_positive([at(base[s], point) for s in sorted(base)])
              for key, at in (("b_simple", b_simple_at), ("b_noise", b_noise_at))}
+    grid = sorted({g for cell in cells.values() for g in cell})
     rows = [{"factor": k, "batch_size": k * b0, "best_lr_factor": f,
              "best_lr": None if f is None else lrs[(k, f)],
+             "best_at_grid_edge": len(grid) > 1 and f in (grid[0], grid[-1]),
              "loss": _num(loss), "ratio": _num(loss / reference) if reference else None,
              "within": bool(math.isfinite(loss) and loss <= reference * (1 + tol)),
              "by_lr_factor": {f"{g:g}": _num(float(np.mean(v))) for g, v in sorted(cells[k].items())}}

@@ -291,6 +291,11 @@ def add_branch(sub: Any) -> None:
     p.add_argument("--no-analyze", action="store_true", help="skip analysis.json and the report")
     p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
                    help="bootstrap resamples over seeds for the intervals (default 1000)")
+    p.add_argument("--base-run", metavar="RUN_DIR",
+                   help="take the base from a finished sweep's run (OUT/runs/<run_id>): its "
+                        "batch size, learning rate, seed and optimizer scalars; it trains again, "
+                        "reproducing the run, with its state saved at the points (give the "
+                        "sweep's sweep.yaml as CONFIG)")
 
 
 SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text, add_bench,

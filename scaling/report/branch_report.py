@@ -125,6 +125,13 @@ def conclusion(branching: dict) -> list[str]:
         if edge:
             out.append(f"At {len(edge)} point(s) every factor kept up, so the value there is a "
                        "lower bound: larger factors would be needed to find it.")
+    rows = [r for p in points for r in [p["reference"], *p["branches"]]]
+    edge = [r for r in rows if r.get("best_at_grid_edge")]
+    if edge:
+        out.append(f"{len(edge)} of {len(rows)} factor readings took the learning-rate grid's "
+                   "smallest or largest factor: the grid does not bracket their best rate, and "
+                   "a short window rewards a lower rate (it anneals the loss at once), so "
+                   "read those with care.")
     agree = branching.get("noise_scale_agreement")
     if agree:
         corr = agree["log_correlation"]

@@ -53,6 +53,53 @@ def base_config(cfg: Config, bplan: BranchPlan) -> Config:
     return config_mod.from_dict(data)
 
 
+def from_run(cfg: Config, run_dir: Path) -> Config:
+    """`cfg` with its base taken from a finished sweep's run: the batch size, learning rate,
+    seed and optimizer scalars of RUN_DIR/config.json. The base then trains again, which
+    reproduces the run (training is deterministic; `check_base` compares the two), with its
+    state saved at the points. The run's task, model, optimizer, schedule and budget must be
+    the config's: give the sweep's own sweep.yaml as the config."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"--base-run: {run_dir} holds no config.json; expected a run folder of "
+                          "a sweep, e.g. OUT/runs/bs32-lr0.05-seed0")
+    run = json.loads(path.read_text())
+    if run.get("batch_schedule"):
+        raise ConfigError(f"--base-run: {run_dir} is a batch-size schedule's run; expected a run "
+                          "at one batch size")
+    data = config_mod.to_dict(cfg)
+    for key in ("task", "model", "schedule", "budget"):
+        if run.get(key) != data[key]:
+            raise ConfigError(f"--base-run: the run's {key} differs from the config's "
+                              f"({run.get(key)!r} there, {data[key]!r} here); give the sweep's "
+                              "own sweep.yaml as the config")
+    if run["optimizer"]["name"] != cfg.optimizer.name:
+        raise ConfigError(f"--base-run: the run trained with optimizer {run['optimizer']['name']!r}, "
+                          f"the config names {cfg.optimizer.name!r}")
+    data["branch"].update(batch_size=run["batch_size"], learning_rate=run["learning_rate"])
+    data["seeds"] = [run["seed"]]
+    data["optimizer"].update({k: run["optimizer"][k] for k in config_mod.AXES})
+    return config_mod.from_dict(data)
+
+
+def check_base(p: "Prepared", run_dir: Path) -> str:
+    """How closely the retrained base reproduces the run it was taken from: the largest relative
+    difference of eval_loss at the evaluation steps both recorded (a vmapped group of another
+    width rounds differently, so about 1e-6 is expected; much more means the run was trained
+    by other code or on other devices)."""
+    (base,) = p.base.planned
+    theirs = {r["step"]: r.get("eval_loss") for r in store.read_metrics(Path(run_dir) / "metrics.jsonl")}
+    mine = {r["step"]: r.get("eval_loss")
+            for r in store.read_metrics(store.run_dir(p.base.out, base.run_id) / "metrics.jsonl")}
+    common = [s for s in sorted(theirs) if s in mine and theirs[s] and mine[s]]
+    if not common:
+        return f"the base shares no evaluation step with {run_dir}"
+    worst = max(abs(mine[s] - theirs[s]) / abs(theirs[s]) for s in common)
+    verdict = "reproduces" if worst < 1e-4 else "does NOT reproduce"
+    return (f"the base {verdict} {run_dir}: eval_loss at {len(common)} common evaluation steps "
+            f"differs by at most {worst:.2g} (relative)")
+
+
 def branch_spec(cfg: Config, bplan: BranchPlan, factor: int, examples: int,
                 data_shards: int) -> GroupSpec:
     """The program of the branches at factor x B0: the base's budget in examples (so the
@@ -90,7 +137,7 @@ def _check_plan(out: Path, bplan: BranchPlan, force: bool) -> None:
     differ = [k for k in here if there.get(k) != here[k]]
     if differ:
         raise ConfigError(
-            f"{out}: its base run was saved for another {', '.join(differ)} ({differ[0]}: "
+            f"{out}: its base run was saved with other settings of {', '.join(differ)} ({differ[0]}: "
             f"{there.get(differ[0])!r} there, {here[differ[0]]!r} here); use a new --out folder "
             "or --force to train the base again. Factors, the learning-rate grid and rule may "
             "change freely.")
