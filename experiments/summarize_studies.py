@@ -102,7 +102,7 @@ def branch_table() -> list[str]:
                          f"{interval(pt['local_b_crit_ci'])} | {num(by_tol.get('0.05'))} | "
                          f"{num(by_tol.get('0.1'))} | {num(pt['b_simple'])} | "
                          f"{num(pt['b_noise'])} | {num(pt['local_over_b_simple'])} | {wall} |")
-    return lines + ["", f"Tolerance and window per study: "
+    return lines + ["", "Tolerance and window per study: "
                     + "; ".join(f"{n}: {a['branching']['tolerance']:g}, "
                                 f"{a['branching']['window']:,} examples, base batch "
                                 f"{a['branching']['base']['batch_size']}"
@@ -116,10 +116,12 @@ def schedules_table() -> list[str]:
         return []
     lines = ["", "## Batch-size schedules against fixed batch sizes", "",
              "At each schedule's best learning rate, mean over seeds; ratios to the batch size it "
-             "starts from and to the batch size with the fewest steps, 95% bootstrap intervals "
+             "starts from and to the batch size with the fewest steps, 95% bootstrap intervals; "
+             "against the fixed batch sizes' fitted trade-off, its examples over the fit's at the "
+             "same steps and its steps over the fit's at the same examples "
              "([docs/schedules.md](../docs/schedules.md)).", "",
              "| study | schedule | target | steps | examples | steps / start | examples / start "
-             "| fewest-steps batch | steps / it | examples / it | frontier |",
+             "| fewest-steps batch | steps / it | examples / it | vs fit: examples, steps |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     cell = lambda c, k: f"{num(c[k])} {interval(c[k + '_ci'])}"
     for name, analysis, _ in studies:
@@ -138,7 +140,8 @@ def schedules_table() -> list[str]:
                        if start else "- | - | ")
                     + (f"{few['batch_size']} | {cell(few, 'steps_ratio')} | "
                        f"{cell(few, 'examples_ratio')} | " if few else "- | - | - | ")
-                    + f"{num(t.get('frontier_product'))} |")
+                    + (f"{num(t['vs_fit']['examples_ratio'])}, {num(t['vs_fit']['steps_ratio'])} |"
+                       if t.get("vs_fit") else "- |"))
     return lines
 
 

@@ -57,9 +57,10 @@ def test_plan_arithmetic(config_from):
     assert p.window_steps(2) == 32 and p.eval_offsets(2) == [8, 16, 24, 32]
     assert p.base_eval_steps() == [100, 116, 132, 148, 164, 200, 216, 232, 248, 264]
     assert p.branch_eval_steps(4) == [29, 33, 37, 41, 54, 58, 62, 66]  # 100 // 4 = 25 + 4j
-    (a, b), (c, d) = p.branches(100, 2), p.branches(100, 4)[:2]
+    (a, b), (c, d) = p.branches(100, 2), p.branches(100, 4)  # seeds 0 and 1
     assert (a.start, a.steps, a.batch_size, a.learning_rate) == (50, 32, 16, pytest.approx(0.2))
     assert (c.start, c.steps, c.learning_rate) == (25, 16, pytest.approx(0.4))
+    assert (a.seed, b.seed, d.seed) == (0, 1, 1) and b.run_id == "step100-bs16-lr0.2-seed1"
     sqrt = branch_plan(config_from(NQM, branch__lr_rule="sqrt", branch__lr_grid=[1.0, 2.0]))
     assert sqrt.learning_rate(4, 2.0) == pytest.approx(0.1 * 2 * 2)
     # With a learning-rate grid, B0 trains at the grid's other factors too (the k = 1 reference).
@@ -89,6 +90,10 @@ def test_a_folder_saved_at_other_points_is_refused(tmp_path, config_from):
     with pytest.raises(ConfigError, match="points"):
         branch.prepare(config_from(NQM, branch__points=[1600]), tmp_path)
     branch.prepare(config_from(NQM, branch__points=[800], branch__factors=[2, 4, 8]), tmp_path)
+    # Fewer factors: nothing trains, and the analysis reads only the branches still asked for.
+    branch.run(config_from(NQM, branch__points=[800], branch__factors=[4]), tmp_path, quiet=True)
+    (point,) = analyze_branches(tmp_path, bootstrap=0)["branching"]["points"]
+    assert [b["factor"] for b in point["branches"]] == [4]
 
 
 # ---------------------------------------------------------------- the engine's part
@@ -101,7 +106,7 @@ def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path, 
     cfg = config_from(DIGITS, branch__factors=[2])
     p = branch.run(cfg, tmp_path, quiet=True)
     session = branch.runner.Session(p.base, True)
-    program = session._program(p.plan.base_batch)
+    program = session.program(p.plan.base_batch)
     _, _, data, eval_data = session.context
     (listing,) = (tmp_path / "base" / "checkpoints").glob("*/runs.json")
     point = p.plan.points[0]

@@ -61,7 +61,7 @@ def _session(cfg, folder) -> runner.Session:
 
 def test_estimate_is_positive_and_grows_with_width(tmp_path, cfg_of):
     session = _session(cfg_of(**ONE_BATCH), tmp_path)
-    program = session._program(8)
+    program = session.program(8)
     data, eval_data = session.context[2:]
     total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (2, 8)}
     fixed = memory.tree_bytes(data, eval_data)
@@ -74,7 +74,7 @@ def test_estimate_is_positive_and_grows_with_width(tmp_path, cfg_of):
 def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path, cfg_of):
     session = _session(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": 1000.0}}), tmp_path)
     summaries = session.train(session.p.batch_runs(8))
-    program = session._program(8)
+    program = session.program(8)
     assert [s["group_size"] for s in summaries] == [4] * 4
     assert list(program.compile_s) == [4] and program.chunks_at[4] > 0  # compiled once, reused
 
@@ -97,7 +97,7 @@ def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path,
 def _limit_for(cfg, tmp_path, runs: float) -> float:
     """memory_limit_gb with room for `runs` runs of ONE_BATCH's group beside its data."""
     probe = _session(cfg, tmp_path / "probe")
-    program = probe._program(8)
+    program = probe.program(8)
     data, eval_data = probe.context[2:]
     fixed = memory.tree_bytes(data, eval_data)
     per_run = memory.per_run_bytes(memory.chunk_bytes(program.memory_at(4, data, eval_data)),

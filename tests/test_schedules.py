@@ -182,3 +182,17 @@ def test_schedules_are_set_against_the_fixed_batch_sizes(tmp_path, config_from):
     report = (tmp_path / "report.md")
     assert not report.exists()  # analyze() alone writes nothing
     json.dumps(result)  # JSON-ready
+
+
+def test_a_schedule_on_a_mesh_of_runs_equals_a_mesh_of_data_shards(tmp_path, config_from,
+                                                                   comparable, assert_same):
+    """Two runs axes (cohorts padded to its multiples) x 4 data shards against 8 data shards:
+    the same noise-scale groups, the same summaries to float tolerance."""
+    entry = [{"kind": "noise_scale", "start": 16, "max": 64, "multiple": 2.0}]
+    common = dict(seeds=[0, 1, 2], batch__sizes=[16], batch__schedules=entry, gns={"groups": 8})
+    a = runner.run(config_from(NQM, parallel={"runs": 1, "data": 8}, **common), tmp_path / "a",
+                   quiet=True)
+    b = runner.run(config_from(NQM, parallel={"runs": 2, "data": 4}, **common), tmp_path / "b",
+                   quiet=True)
+    assert_same(comparable(a), comparable(b))
+    assert any(len(s["batch_path"]) > 1 for s in a if s.get("batch_path"))

@@ -74,8 +74,11 @@ def _point_losses(base: dict[int, list[dict]], branches: list[dict], point: int,
     lrs: dict[tuple[int, float], float] = {}
     for rec in branches:
         cfg = rec["config"]
-        if cfg["point"] != point or cfg["seed"] not in base:
-            continue
+        wanted = (cfg["factor"] in plan.get("factors", [cfg["factor"]]) or cfg["factor"] == 1) \
+            and cfg["lr_factor"] in plan.get("lr_grid", [cfg["lr_factor"]]) \
+            and cfg.get("lr_rule") == plan.get("lr_rule", cfg.get("lr_rule"))
+        if cfg["point"] != point or cfg["seed"] not in base or not wanted:
+            continue  # another point, or a branch the config no longer asks for
         offsets = [j * cfg["window_steps"] // plan["evals"] for j in range(1, plan["evals"] + 1)]
         steps = [cfg["start_step"] + o for o in offsets]
         value = (window_value(rec["metrics"], steps, metric, average)
@@ -162,6 +165,8 @@ def read_settings(out: Path) -> tuple[dict, dict]:
                 "metric": section.get("metric", "eval_loss"),
                 "average": section.get("average", 1), "lr_rule": section.get("lr_rule"),
                 "evals": plan["evals"]}
+    plan = {**plan, "factors": section.get("factors", []), "lr_grid": section.get("lr_grid", [1.0]),
+            "lr_rule": section.get("lr_rule", "linear")}
     return plan, settings
 
 
@@ -180,8 +185,10 @@ def analyze_branches(out: str | Path, bootstrap: int = 1000, seed: int = 0) -> d
     points = [analyze_point(base, branches, p, plan, settings, bootstrap,
                             np.random.default_rng([seed, i]))
               for i, p in enumerate(plan["points"])]
+    tokens = any(finite(r.get("tokens")) for rows in base.values() for r in rows)
     return {"version": 2, "kind": "branch",
-            "branching": {"base": {"batch_size": plan["batch_size"],
+            "branching": {"unit": "sequences" if tokens else "examples",
+                          "base": {"batch_size": plan["batch_size"],
                                    "learning_rate": plan["learning_rate"],
                                    "seeds": sorted(base)},
                           "window": plan["window"], **settings,

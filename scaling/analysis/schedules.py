@@ -6,9 +6,10 @@ rate is chosen like a batch size's (scaling.analysis.selection). It is then set 
 fixed batch sizes: the one it starts from (the small-batch run a schedule means to speed up),
 the one that needed the fewest steps and the one that needed the fewest examples, as ratios of
 the schedule's steps and examples to theirs, each with a bootstrap interval over seeds (the
-schedule's and the batch size's seeds resampled apart). With the fitted trade-off, the product
-(S/S_min - 1)(E/E_min - 1) places it against every fixed batch size at once: below 1 the
-schedule reaches the target with fewer steps for its examples than any fixed batch would.
+schedule's and the batch size's seeds resampled apart). Against the fitted trade-off
+E = E_min S / (S - S_min) it is placed against every fixed batch size at once: its examples
+over the fit's at the same steps, and its steps over the fit's at the same examples; below 1
+it does better than any fixed batch size would.
 
 References:
   Smith, Kindermans, Ying, Le, "Don't Decay the Learning Rate, Increase the Batch Size" (2018);
@@ -94,12 +95,20 @@ def schedule_target(name: str, first_batch: int, table: list[dict], fixed: list[
         comparisons.append(_against("fewest_steps", fewest_steps, mine, cells, draws, rng))
         comparisons.append(_against("fewest_examples", fewest_examples, mine, cells, draws, rng))
     entry["comparisons"] = comparisons
-    fit = target.get("fit")
-    entry["frontier_product"] = None
-    if fit and fit["s_min"] > 0 and fit["e_min"] > 0:
-        s_over, e_over = entry["steps"] / fit["s_min"] - 1, entry["examples"] / fit["e_min"] - 1
-        entry["frontier_product"] = max(s_over, 0.0) * max(e_over, 0.0)
+    entry["vs_fit"] = against_fit(entry["steps"], entry["examples"], target.get("fit"))
     return entry
+
+
+def against_fit(steps: float, examples: float, fit: dict | None) -> dict[str, float | None] | None:
+    """The schedule against the fixed batch sizes' fitted trade-off E = E_min S / (S - S_min):
+    its examples over the fit's at the same steps, and its steps over the fit's at the same
+    examples (below 1: better than any fixed batch size would be; None outside the curve's
+    domain, e.g. fewer steps than S_min, which no fixed batch size reaches)."""
+    if not fit or not fit["s_min"] > 0 or not fit["e_min"] > 0:
+        return None
+    s_min, e_min = fit["s_min"], fit["e_min"]
+    return {"examples_ratio": examples / (e_min * steps / (steps - s_min)) if steps > s_min else None,
+            "steps_ratio": steps / (s_min * examples / (examples - e_min)) if examples > e_min else None}
 
 
 def analyze_schedules(records: list[dict], table: list[dict], fixed: list[dict],

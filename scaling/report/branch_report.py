@@ -48,8 +48,9 @@ def local_b_crit_figure(branching: dict, path: Path) -> Path | None:
             ax.plot(*zip(*series), "s--", color=colour, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("examples seen by the base at the branch point")
-    ax.set_ylabel("batch size")
+    unit = branching.get("unit", "examples")
+    ax.set_xlabel(f"{unit} seen by the base at the branch point")
+    ax.set_ylabel(f"batch size ({unit})")
     ax.set_title(f"Local critical batch size (base batch {b0}, "
                  f"tolerance {branching['tolerance']:.3g})")
     ax.grid(True, which="major", alpha=0.3)
@@ -69,7 +70,7 @@ def ratios_figure(branching: dict, path: Path) -> Path | None:
         rows = [(b["batch_size"], b["ratio"]) for b in p["branches"] if positive(b.get("ratio"))]
         if rows:
             ax.plot(*zip(*rows), "o-", color=colours[p["examples"]],
-                    label=f"{number(p['examples'])} examples")
+                    label=f"{number(p['examples'])} {branching.get('unit', 'examples')}")
     ax.axhline(1 + branching["tolerance"], color="0.3", ls="--", lw=1,
                label=f"1 + tolerance ({branching['tolerance']:.3g})")
     ax.set_xscale("log", base=2)
@@ -90,7 +91,7 @@ def write_figures(analysis: dict, folder: Path) -> list[Path]:
 
 def _points_table(branching: dict) -> list[str]:
     factors = sorted({b["factor"] for p in branching["points"] for b in p["branches"]})
-    header = (["point (examples)", "k=1 (lr factor)"] + [f"k={k}" for k in factors]
+    header = ([f"point ({branching.get('unit', 'examples')})", "k=1 (lr factor)"] + [f"k={k}" for k in factors]
               + ["local B_crit", "95% interval", "B_simple", "B_noise", "local / B_simple"])
     rows = []
     for p in branching["points"]:
@@ -112,8 +113,10 @@ def conclusion(branching: dict) -> list[str]:
     out = []
     if points:
         first, last = points[0], points[-1]
+        unit = branching.get("unit", "examples")
         out.append(f"The local critical batch size went from {number(first['local_b_crit'])} at "
-                   f"{number(first['examples'])} examples to {number(last['local_b_crit'])} at "
+                   f"{number(first['examples'])} {unit} to {number(last['local_b_crit'])}"
+                   f"{' (a lower bound)' if last['at_edge'] else ''} at "
                    f"{number(last['examples'])}.")
         wide = [p for p in points if p["local_b_crit_ci"]
                 and p["local_b_crit_ci"][1] >= 4 * p["local_b_crit_ci"][0]]
@@ -178,7 +181,7 @@ def summary_table(analysis: dict) -> str:
              f"tolerance {b['tolerance']:.3g}"]
     for p in b["points"]:
         ratios = ", ".join(f"k={r['factor']}: {number(r['ratio'], 3)}" for r in p["branches"])
-        lines.append(f"  {number(p['examples'])} examples: local B_crit "
+        lines.append(f"  {number(p['examples'])} {b.get('unit', 'examples')}: local B_crit "
                      f"{number(p['local_b_crit'])} {interval(p['local_b_crit_ci'])}, B_simple "
                      f"{number(p['b_simple'])} ({ratios})")
     return "\n".join(lines)

@@ -241,6 +241,10 @@ def _definitions(analysis: dict) -> list[str]:
     return lines + ([""] if analysis.get("b_crit_power_law") else [])
 
 
+def _vs_fit(vs: dict | None) -> str:
+    return "-" if not vs else f"{number(vs['examples_ratio'])}, {number(vs['steps_ratio'])}"
+
+
 def _schedules(analysis: dict) -> list[str]:
     """Each batch-size schedule at each target against the fixed batch sizes."""
     schedules = analysis.get("schedules") or []
@@ -250,11 +254,12 @@ def _schedules(analysis: dict) -> list[str]:
              "Each schedule at its best learning rate against three fixed batch sizes of the "
              "sweep: the one it starts from, the one with the fewest steps and the one with the "
              "fewest examples; ratios of its steps and examples to theirs with 95% bootstrap "
-             "intervals over seeds. Frontier: (S/S_min - 1)(E/E_min - 1) on the fitted "
-             "trade-off, 1 on the curve every fixed batch size lies near (within its fit's "
-             "residual), below 1 fewer steps for its examples than any fixed batch size.", ""]
+             "intervals over seeds. Against the fit: its examples over the fitted trade-off's "
+             "at the same steps, and its steps over the fit's at the same examples (the fixed "
+             "batch sizes lie near 1, within the fit's residual; below 1 the schedule does "
+             "better than any fixed batch size would).", ""]
     header = ["schedule", "target", "best lr", "steps", "examples", "against", "steps ratio",
-              "examples ratio", "frontier"]
+              "examples ratio", "vs fit: examples, steps"]
     rows = []
     for sched in schedules:
         for t in sched["targets"]:
@@ -267,7 +272,7 @@ def _schedules(analysis: dict) -> list[str]:
                              f"(batch {c['batch_size']})",
                              _with_ci(c["steps_ratio"], c["steps_ratio_ci"]),
                              _with_ci(c["examples_ratio"], c["examples_ratio_ci"]),
-                             number(t.get("frontier_product"))])
+                             _vs_fit(t.get("vs_fit"))])
     lines += markdown_table(header, rows) + [""]
     for sched in schedules:
         lines.append(f"- {sched['name']}: {sched['kind']}, learning rate by the {sched['lr_rule']} "

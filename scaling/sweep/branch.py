@@ -189,7 +189,7 @@ class _Branches:
 
     def __init__(self, p: Prepared, session: runner.Session) -> None:
         self.p, self.session = p, session
-        self.base_program = session._program(p.plan.base_batch)  # builds the devices and data
+        self.base_program = session.program(p.plan.base_batch)  # builds the devices and data
         self.mesh, self.task, self.data, self.eval_data = session.context
         self.programs: dict[int, GroupProgram] = {}
         self.states: dict[int, tuple[RunState, dict[str, int]]] = {}
@@ -235,10 +235,9 @@ class _Branches:
         another width may round differently)."""
         if all(store.is_done(self.folder, b.run_id) for b in branches):
             return
-        todo = branches
         state, slots = self.base_state(point)
-        ready = [b for b in todo if self.base_runs[b.seed].run_id in slots]
-        for b in todo:
+        ready = [b for b in branches if self.base_runs[b.seed].run_id in slots]
+        for b in branches:
             if b not in ready and is_leader():
                 log.warning("branch %s: its base run stopped before step %d; skipped",
                             b.run_id, point)

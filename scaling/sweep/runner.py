@@ -292,7 +292,7 @@ class Session:
         if not self.quiet and is_leader():
             log.info("%s", text)
 
-    def _program(self, size: int) -> GroupProgram:
+    def program(self, size: int) -> GroupProgram:
         """One program per batch size (it compiles its chunk once per group width)."""
         cfg = self.p.cfg
         if self.context is None:
@@ -344,8 +344,8 @@ class Session:
         if not runs or not now or memory.device_limit(self.p.cfg.train.memory_limit_gb) \
                 or runs[0].schedule is not None:
             return
-        self._program(now[0].batch_size)  # the devices, the data and `now`'s program first
-        program = self._program(runs[0].batch_size)
+        self.program(now[0].batch_size)  # the devices, the data and `now`'s program first
+        program = self.program(runs[0].batch_size)
         size = min(self.p.cfg.train.max_group_size or len(runs), len(runs))
         width = -(-size // self.p.runs_axis) * self.p.runs_axis
         mesh, task, data, eval_data = self.context
@@ -379,7 +379,7 @@ class Session:
         for start in range(0, len(runs), limit):
             group = runs[start:start + limit]
             size = group[0].batch_size
-            program = self._program(size)
+            program = self.program(size)
             _, task, data, eval_data = self.context
             if group[0].schedule is not None:
                 done = self.scheduled(group)
@@ -409,7 +409,7 @@ class Session:
         device = memory.device_limit(self.p.cfg.train.memory_limit_gb)
         if device is None:
             return limit
-        program = self._program(size)
+        program = self.program(size)
         _, task, data, eval_data = self.context
         width = -(-limit // self.p.runs_axis) * self.p.runs_axis
         if self.host_data:

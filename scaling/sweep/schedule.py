@@ -37,7 +37,7 @@ from scaling.tasks.base import Task
 from scaling.train.checkpoint import Resume
 from scaling.train.loop import RunResult, run_group
 from scaling.train.program import GroupProgram, RunState
-from scaling.train.repack import PAD, Packing
+from scaling.train.repack import PAD, Packing, width_for
 from scaling.train.spec import GroupSpec
 
 
@@ -118,7 +118,7 @@ class ScheduledGroup:
         """Train one cohort through its segment (a noise_scale cohort: one chunk of it); the
         cohorts that go on after it."""
         seg = cohort.segment
-        program, arith = self.programs(seg.batch_size)
+        program = self.programs(seg.batch_size)[0]
         end = seg.end
         if self.sched.kind == "noise_scale":  # one chunk, then the runs decide
             end = min(seg.end, seg.first + program.spec.chunk_steps)
@@ -206,7 +206,7 @@ class ScheduledGroup:
             return None
         state, slots, stream = cohort.source
         n = len(slots)
-        width = -(-n // self.runs_axis) * self.runs_axis
+        width = width_for(n, self.runs_axis)  # powers of two: cohorts reuse compiled chunks
         take = np.asarray(slots + [slots[0]] * (width - n))
         pad = np.arange(width) >= n
         lrs = np.asarray([r.learning_rate for r in runs] + [runs[0].learning_rate] * (width - n))
