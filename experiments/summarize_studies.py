@@ -89,7 +89,7 @@ def branch_table() -> list[str]:
              "branch batch whose every smaller factor keeps within the tolerance of the k = 1 "
              "reference over one window, 95% bootstrap interval over seeds; the same reading "
              "at tolerances 0.05 and 0.1; the base's B_simple and B_noise at the point.", "",
-             "| study | point (examples) | reference loss | local B_crit | 95% interval | "
+             "| study | point (examples or sequences seen) | reference loss | local B_crit | 95% interval | "
              "at 0.05 | at 0.1 | B_simple | B_noise | local / B_simple | wall time |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, analysis, study in studies:
@@ -104,7 +104,7 @@ def branch_table() -> list[str]:
                          f"{num(pt['b_noise'])} | {num(pt['local_over_b_simple'])} | {wall} |")
     return lines + ["", "Tolerance and window per study: "
                     + "; ".join(f"{n}: {a['branching']['tolerance']:g}, "
-                                f"{a['branching']['window']:,} examples, base batch "
+                                f"{a['branching']['window']:,} {a['branching'].get('unit', 'examples')}, base batch "
                                 f"{a['branching']['base']['batch_size']}"
                                 for n, a, _ in studies) + "."]
 
