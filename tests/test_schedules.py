@@ -13,7 +13,7 @@ import pytest
 from scaling import store
 from scaling.analysis.analyze import analyze
 from scaling.analysis.nqm_reference import phases_expected_loss
-from scaling.config import ConfigError
+from scaling.config import BatchScheduleConfig, ConfigError
 from scaling.sweep import plan, runner
 from scaling.sweep.segments import phase_plan, static_segments
 
@@ -56,6 +56,12 @@ def test_doubling_segments_count_steps_and_examples_exactly(config_from):
     assert b.end == 134 and b.examples(b.end) == 1008 + (134 - 21) * 48 == arith[48].examples
 
 
+def test_steps_in_tokens_are_cut_to_whole_sequences():
+    sched = BatchScheduleConfig(kind="steps", steps=[[0, 4], [64_000, 16], [100_000, 64]],
+                                unit="tokens")
+    assert phase_plan(sched, 23_440, tokens_per_example=64) == [(0, 4), (1000, 16), (1562, 64)]
+
+
 @pytest.mark.parametrize("entry, key", [
     ({"kind": "halving", "start": 8, "max": 16}, "kind"),
     ({"kind": "doubling", "start": 8, "at": [0.5, 0.2], "max": 64}, "at"),
@@ -65,6 +71,8 @@ def test_doubling_segments_count_steps_and_examples_exactly(config_from):
     ({"kind": "noise_scale", "start": 8, "max": 64, "multiple": 0}, "multiple"),
     ({"kind": "doubling", "start": 8, "at": [0.5], "max": 64, "lr_rule": "cubic"}, "lr_rule"),
     ({"kind": "doubling", "start": 12, "at": [0.5], "max": 64, "sizes": [1]}, "sizes"),
+    ({"kind": "steps", "steps": [[0, 8], [800, 16]], "unit": "tokens"}, "unit"),  # nqm: none
+    ({"kind": "doubling", "start": 8, "at": [0.5], "max": 64, "unit": "tokens"}, "unit"),
 ])
 def test_bad_schedules_fail_before_compute(entry, key, config_from):
     with pytest.raises(ConfigError, match=rf"batch\.schedules\[0\]\.{key}"):

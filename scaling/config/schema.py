@@ -90,7 +90,8 @@ class BatchScheduleConfig:
     """A batch size that grows during a run: a sweep axis beside the fixed batch sizes, trained
     for each of the learning rates at its start batch x the seeds (docs/schedules.md).
 
-    kind: steps (`steps`: [[from examples, batch size], ...], the first from 0), doubling (from
+    kind: steps (`steps`: [[from examples, batch size], ...], the first from 0; with `unit:
+    tokens` the first numbers count tokens, for token tasks), doubling (from
     `start`, twice the batch at each fraction `at` of the budget, up to `max`) or noise_scale
     (from `start`, twice the batch whenever the run's measured B_simple exceeds `multiple` x
     its batch, checked at chunk boundaries, up to `max`). lr_rule: how the learning rate follows
@@ -106,6 +107,7 @@ class BatchScheduleConfig:
     max: int | None = None
     multiple: float = 1.0
     lr_rule: str = "linear"
+    unit: str = "examples"
 
     @property
     def first_batch(self) -> int:

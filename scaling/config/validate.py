@@ -226,6 +226,14 @@ def _validate_schedules(cfg: Config) -> None:
     """What schedules need from the rest of the config."""
     if not cfg.batch.schedules:
         return
+    for i, sched in enumerate(cfg.batch.schedules):
+        need(sched.unit in ("examples", "tokens"), f"batch.schedules[{i}].unit", sched.unit,
+             "examples or tokens")
+        need(sched.unit == "examples" or sched.kind == "steps", f"batch.schedules[{i}].unit",
+             sched.unit, "examples except with kind: steps (the others count fractions)")
+        need(sched.unit == "examples" or task_class(cfg.task.name).tokens_per_example(
+            cfg.task.options) is not None, f"batch.schedules[{i}].unit", sched.unit,
+             f"examples: task {cfg.task.name} has no tokens")
     need(cfg.learning_rate.mode != "centered", "learning_rate.mode", cfg.learning_rate.mode,
          "grid or rule with batch.schedules (a scheduled run takes the learning rates of its "
          "start batch)")

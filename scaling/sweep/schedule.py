@@ -88,7 +88,7 @@ class ScheduledGroup:
             arith = self.programs(b)[1]
             return _Cohort(list(range(len(self.group))), Segment(b, 0, arith.total_steps, 0, 0, arith))
         arith = {b: self.programs(b)[1] for b in self.sched.batch_sizes}
-        self.static = static_segments(self.sched, self.budget, arith)
+        self.static = static_segments(self.sched, self.budget, arith, self.tokens_per_example)
         return _Cohort(list(range(len(self.group))), self.static[0])
 
     def train(self, writer: Writer, bar: progress.GroupProgress) -> list[dict[str, Any]]:

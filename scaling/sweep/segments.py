@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from scaling.config import BatchScheduleConfig, Config
 from scaling.config.learning_rates import scaled_lr
 from scaling.sweep.plan import Arithmetic, for_config
+from scaling.tasks import task_class
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,15 @@ class Segment:
                        self.step(own), examples, arith)
 
 
-def phase_plan(sched: BatchScheduleConfig, budget: int) -> list[tuple[int, int]]:
+def phase_plan(sched: BatchScheduleConfig, budget: int,
+               tokens_per_example: int | None = None) -> list[tuple[int, int]]:
     """(from examples, batch size) of a static schedule's phases within `budget` examples:
-    steps as given, doubling at each fraction of the budget up to max. Phases that would start
-    at or past the budget are left out."""
+    steps as given (in tokens with unit: tokens, cut to whole examples), doubling at each
+    fraction of the budget up to max. Phases that would start at or past the budget are left
+    out."""
     if sched.kind == "steps":
-        phases = [(int(e), int(b)) for e, b in sched.steps]
+        per = tokens_per_example if sched.unit == "tokens" else 1
+        phases = [(int(e) // per, int(b)) for e, b in sched.steps]
     elif sched.kind == "doubling":
         sizes = sched.batch_sizes
         phases = [(0, sizes[0])] + [(int(round(a * budget)), b) for a, b in zip(sched.at, sizes[1:])]
@@ -61,11 +65,11 @@ def phase_plan(sched: BatchScheduleConfig, budget: int) -> list[tuple[int, int]]
     return [p for p in phases if p[0] < budget or p[0] == 0]
 
 
-def static_segments(sched: BatchScheduleConfig, budget: int,
-                    arith: dict[int, Arithmetic]) -> list[Segment]:
+def static_segments(sched: BatchScheduleConfig, budget: int, arith: dict[int, Arithmetic],
+                    tokens_per_example: int | None = None) -> list[Segment]:
     """Every segment of a static schedule: each phase ends on the first whole step at or past
     the next phase's examples; the last runs to its program's end (the budget)."""
-    phases = phase_plan(sched, budget)
+    phases = phase_plan(sched, budget, tokens_per_example)
     b0 = phases[0][1]
     segs = [Segment(b0, 0, arith[b0].total_steps, 0, 0, arith[b0])]
     for start, batch in phases[1:]:
@@ -93,7 +97,8 @@ def describe(cfg: Config, sched: BatchScheduleConfig, data_shards: int = 1) -> s
                 f"B_simple exceeds {sched.multiple:g} x its batch (checked at every chunk "
                 f"boundary, train.chunk_steps), within {budget:,} examples")
     arith = {b: for_config(cfg, b, data_shards) for b in sched.batch_sizes}
-    segs = static_segments(sched, budget, arith)
+    segs = static_segments(sched, budget, arith,
+                           task_class(cfg.task.name).tokens_per_example(cfg.task.options))
     parts = [f"batch {s.batch_size} for steps {s.steps_before:,}-{s.step(s.end):,} "
              f"({s.examples_before:,}-{s.examples(s.end):,} examples)" for s in segs]
     return f"{head} " + "; ".join(parts) + f"; {segs[-1].step(segs[-1].end):,} steps in all"
