@@ -295,3 +295,19 @@ def test_the_base_can_be_a_sweeps_run(tmp_path, capsys, config_from):
     assert main(["branch", str(other), "--base-run", str(run_dir), "--out",
                  str(tmp_path / "x")]) == 2
     assert "model differs" in capsys.readouterr().err
+
+
+def test_branches_on_a_mesh_of_runs_equal_those_on_data_shards(tmp_path, config_from):
+    """Two runs axes x 4 data shards (branch groups padded to multiples of 2) against 8 data
+    shards: the same branch rows to float tolerance."""
+    common = dict(gns={"groups": 8}, branch__factors=[2], seeds=[0, 1, 2])  # odd: padding
+    branch.run(config_from(DIGITS, parallel={"runs": 1, "data": 8}, **common), tmp_path / "a",
+               quiet=True)
+    branch.run(config_from(DIGITS, parallel={"runs": 2, "data": 4}, **common), tmp_path / "b",
+               quiet=True)
+    a, b = _rows(tmp_path / "a" / "branches"), _rows(tmp_path / "b" / "branches")
+    assert a.keys() == b.keys() and len(a) == 3 * 3  # k = 1 at 0.5; k = 2 at 1.0 and 0.5
+    for rid in a:
+        for x, y in zip(a[rid], b[rid]):
+            assert x["step"] == y["step"] and x["examples"] == y["examples"]
+            assert y["eval_loss"] == pytest.approx(x["eval_loss"], rel=1e-4), rid
