@@ -91,7 +91,8 @@ def write_figures(analysis: dict, folder: Path) -> list[Path]:
 
 def _points_table(branching: dict) -> list[str]:
     factors = sorted({b["factor"] for p in branching["points"] for b in p["branches"]})
-    header = ([f"point ({branching.get('unit', 'examples')})", "k=1 (lr factor)"] + [f"k={k}" for k in factors]
+    header = ([f"point ({branching.get('unit', 'examples')})", "k=1 (lr factor)",
+               "base s.e."] + [f"k={k}" for k in factors]
               + ["local B_crit", "95% interval", "B_simple", "B_noise", "local / B_simple"])
     rows = []
     for p in branching["points"]:
@@ -99,9 +100,11 @@ def _points_table(branching: dict) -> list[str]:
         cells = [f"{number(by_k[k]['ratio'], 3)}{'' if by_k[k]['within'] else ' ✗'}"
                  if k in by_k else "-" for k in factors]
         local = number(p["local_b_crit"]) + (" (every k)" if p["at_edge"] else "")
-        ref = p["reference"]
+        ref, sem = p["reference"], p.get("base_loss_sem")
+        rel = f"{100 * sem / p['base_loss']:.2g}%" if sem is not None and p["base_loss"] else "-"
         rows.append([number(p["examples"]),
-                     f"{number(p['reference_loss'], 4)} ({number(ref['best_lr_factor'])})", *cells, local,
+                     f"{number(p['reference_loss'], 4)} ({number(ref['best_lr_factor'])})", rel,
+                     *cells, local,
                      interval(p["local_b_crit_ci"]), number(p["b_simple"]),
                      number(p["b_noise"]), number(p["local_over_b_simple"])])
     return markdown_table(header, rows)
@@ -159,6 +162,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
               "(times the best factor of the grid), judged by "
               f"{b['metric']} averaged over the last {b['average']} of {b['evals']} evaluation "
               f"points of the window; tolerance {b['tolerance']:.3g} (relative).",
+              "- base s.e.: the standard error of the base's value over seeds, relative; a "
+              "tolerance below it reads noise.",
               "- Each factor k is read at its best learning-rate factor; the reference is k = 1 "
               "read the same way (the base continued, factor 1, or B0 at the grid's other "
               "factors). The local critical batch size is the largest branch batch size whose "
