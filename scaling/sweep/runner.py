@@ -284,7 +284,7 @@ class Session:
         self.programs: dict[int, GroupProgram] = {}
         self.phase_programs: dict[tuple[int, int], tuple[GroupProgram, plan.Arithmetic]] = {}
         self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
-        self.widths: dict[tuple[int, str | None], int] = {}  # per (batch size, schedule), the group width
+        self.widths: dict[tuple[int, str | None], int] = {}  # group width per (batch, schedule)
         self.trackers = open_trackers(p.cfg, p.out) if is_leader() else []
 
     def say(self, text: str) -> None:
