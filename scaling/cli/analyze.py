@@ -6,15 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from scaling import store
 from scaling.analysis.analyze import analyze, summary_table, sweep_reading, write as write_analysis
-from scaling.analysis.branching import is_branch_folder
-from scaling.cli.branch import analyze_branch_folder
+from scaling.analysis.branching import analyze_branches, is_branch_folder
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
-from scaling.report import figures, markdown, sheet
+from scaling.report import branch_report, figures, markdown, sheet
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,19 +33,41 @@ def run(args: argparse.Namespace) -> int:
 
 def analyze_folder(out: Any, targets: list[str] | None, bootstrap: int, as_json: bool,
              quiet: bool, reach: Any = None, lr_selection: str | None = None) -> int:
-    """Analyse, draw, report; file locations go to stderr under --json so stdout stays JSON."""
+    """Analyse, draw, report a sweep folder."""
     result = analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection)
-    records = store.load(out)
+
+    def draw() -> tuple[list[Path], Path]:
+        drawn = figures.write_all(result, store.load(out), out / "figures")
+        return drawn, markdown.write(out, result, drawn)
+
+    return _publish(out, result, draw, summary_table, as_json, quiet)
+
+
+def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool) -> int:
+    """Analyse, draw, report a `scaling branch` folder."""
+    result = analyze_branches(out, bootstrap)
+
+    def draw() -> tuple[list[Path], Path]:
+        drawn = branch_report.write_figures(result, out / "figures")
+        return drawn, branch_report.write(out, result, drawn)
+
+    return _publish(out, result, draw, branch_report.summary_table, as_json, quiet)
+
+
+def _publish(out: Path, result: dict, draw: Callable[[], tuple[list[Path], Path]],
+             summary: Callable[[dict], str], as_json: bool, quiet: bool) -> int:
+    """analysis.json, then the figures and report.md (`draw`), figures.pdf and index.html; the
+    summary (or the JSON) on stdout, file locations on stderr under --json so stdout stays
+    JSON."""
     written = [write_analysis(out, result)]
-    drawn = figures.write_all(result, records, out / "figures")
-    report = markdown.write(out, result, drawn)
+    drawn, report = draw()
     pdf = sheet.write_pdf(drawn, out / "figures.pdf")
     page = sheet.write_html(report, out / "index.html")
     written += drawn + [report] + ([pdf] if pdf else []) + [page]
     if as_json:
         print(json.dumps(result, indent=2))
     elif not quiet:
-        print(summary_table(result))
+        print(summary(result))
     where = sys.stderr if as_json else sys.stdout
     for path in written:
         print(f"wrote {path}", file=where)

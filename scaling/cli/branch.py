@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-from scaling.analysis.branching import analyze_branches
-from scaling.analysis.analyze import write as write_analysis
+from scaling.cli.analyze import analyze_branch_folder
 from scaling.config import load
-from scaling.report import branch_report, sheet
 from scaling.sweep import branch
 from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
@@ -33,20 +29,3 @@ def run(args: argparse.Namespace) -> int:
         return 0
     return analyze_branch_folder(out, args.bootstrap, False, args.quiet)
 
-
-def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool) -> int:
-    """analysis.json, the figures, report.md, figures.pdf and index.html of a branch folder."""
-    result = analyze_branches(out, bootstrap)
-    written = [write_analysis(out, result)]
-    drawn = branch_report.write_figures(result, out / "figures")
-    report = branch_report.write(out, result, drawn)
-    pdf = sheet.write_pdf(drawn, out / "figures.pdf")
-    written += drawn + [report] + ([pdf] if pdf else []) + [sheet.write_html(report, out / "index.html")]
-    if as_json:
-        print(json.dumps(result, indent=2))
-    elif not quiet:
-        print(branch_report.summary_table(result))
-    where = sys.stderr if as_json else sys.stdout
-    for path in written:
-        print(f"wrote {path}", file=where)
-    return 0

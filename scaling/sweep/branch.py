@@ -33,6 +33,7 @@ from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.sweep import plan as plan_mod, progress, runner
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
+from scaling.sweep.segments import budget_in_examples
 from scaling.train.checkpoint import GroupCheckpoints, Resume
 from scaling.train.loop import run_group
 from scaling.train.mesh import is_leader
@@ -105,9 +106,7 @@ def branch_spec(cfg: Config, bplan: BranchPlan, factor: int, examples: int,
     """The program of the branches at factor x B0: the base's budget in examples (so the
     schedule stands where the base's does), evaluated only at the windows' points, no targets
     (a branch trains its whole window), chunks that divide the window evenly."""
-    data = config_mod.to_dict(cfg)
-    data["budget"] = {"max_examples": examples}
-    spec, _ = runner.group_spec(config_mod.from_dict(data), factor * bplan.base_batch,
+    spec, _ = runner.group_spec(budget_in_examples(cfg, examples), factor * bplan.base_batch,
                                 data_shards)
     window = bplan.window_steps(factor)
     chunk = math.ceil(window / math.ceil(window / cfg.train.chunk_steps))

@@ -330,7 +330,7 @@ class Session:
         """The program of a schedule's phase at `size` (the run's budget in examples, no
         targets), with its arithmetic; one per batch size and budget."""
         if (size, budget) not in self.phase_programs:
-            spec, arith = group_spec(schedule.phase_config(self.p.cfg, budget), size,
+            spec, arith = group_spec(segments.budget_in_examples(self.p.cfg, budget), size,
                                      self.p.data_shards)
             program = GroupProgram(self.context[1], schedule.phase_spec(spec), self.context[0])
             self.phase_programs[(size, budget)] = (program, arith)

@@ -24,7 +24,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from scaling import config as config_mod
 from scaling.config import BatchScheduleConfig, Config
 from scaling.config.targets import crossing
 from scaling.sweep import progress
@@ -39,13 +38,6 @@ from scaling.train.loop import RunResult, run_group
 from scaling.train.program import GroupProgram, RunState
 from scaling.train.repack import PAD, Packing, width_for
 from scaling.train.spec import GroupSpec
-
-
-def phase_config(cfg: Config, budget: int) -> Config:
-    """The config every phase's program is built from: the run's budget in examples."""
-    data = config_mod.to_dict(cfg)
-    data["budget"] = {"max_examples": budget}
-    return config_mod.from_dict(data)
 
 
 @dataclass

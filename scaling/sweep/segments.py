@@ -13,10 +13,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scaling import config as config_mod
 from scaling.config import BatchScheduleConfig, Config
 from scaling.config.learning_rates import scaled_lr
 from scaling.sweep.plan import Arithmetic, for_config
 from scaling.tasks import task_class
+
+
+def budget_in_examples(cfg: Config, examples: int) -> Config:
+    """`cfg` with its budget given as `examples`: the config a program at another batch size
+    is built from (a schedule's phase, a branch), so its steps stand at the same examples."""
+    data = config_mod.to_dict(cfg)
+    data["budget"] = {"max_examples": examples}
+    return config_mod.from_dict(data)
 
 
 @dataclass(frozen=True)
