@@ -61,7 +61,7 @@ import numpy as np
 
 from scaling import config as config_mod
 from scaling.sweep import bench
-from scaling.sweep.runner import group_spec
+from scaling.train.spec import group_spec
 from scaling.tasks import build_task
 from scaling.train.mesh import make_mesh, put_replicated
 from scaling.train.program import GroupProgram
@@ -130,7 +130,7 @@ class EngineArm:
         runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
         self.mesh = make_mesh(runs_axis, data_shards)
         spec, _ = group_spec(cfg, cfg.batch.sizes[0], data_shards)
-        self.spec = dataclasses.replace(spec, gns_every=cfg.gns.every)
+        self.spec = spec.replace(noise={"every": cfg.gns.every})
         self.program = GroupProgram(task, self.spec, self.mesh)
         o = cfg.optimizer
         self.runs = [RunSpec(lr, SEED, o.momentum, o.weight_decay, o.b1, o.b2, o.eps)
@@ -189,7 +189,7 @@ def main() -> None:
     print(f"workload: {len(lrs)} runs x {spec.total_steps} steps, batch {spec.batch_size}, "
           f"lr {lrs[0]:.3g}..{lrs[-1]:.3g}, eval every {EVAL_EVERY} steps on all eval examples; "
           f"engine mesh runs={engine.mesh.shape['runs']} x data={engine.mesh.shape['data']}, gns on "
-          f"({spec.layout.num_groups} groups of {spec.layout.group_size}, every {spec.gns_every} "
+          f"({spec.layout.num_groups} groups of {spec.layout.group_size}, every {spec.noise.every} "
           f"step(s)), "
           f"chunk {spec.chunk_steps} steps")
 

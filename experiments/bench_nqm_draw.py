@@ -18,12 +18,13 @@ import jax
 import numpy as np
 
 from scaling import config as config_mod
-from scaling.sweep.runner import group_spec
+from scaling.train.spec import group_spec
 from scaling.tasks import build_task
 from scaling.train.loop import run_group
 from scaling.train.mesh import make_mesh, put_replicated
 from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec
+from scaling.train.start import fresh
 
 
 def seconds_per_step(draw: str, batch: int, args: argparse.Namespace) -> float:
@@ -38,13 +39,12 @@ def seconds_per_step(draw: str, batch: int, args: argparse.Namespace) -> float:
     program = GroupProgram(task, group_spec(cfg, batch, 1)[0], mesh)
     runs = [RunSpec(float(lr), 0) for lr in np.geomspace(0.1, 1.0, args.runs)]
     data, eval_data = put_replicated(mesh, {}), put_replicated(mesh, {})
-    ignore = lambda rows, wall_s: None
-    run_group(program, runs, data, eval_data, ignore)  # compiles
+    run_group(program, fresh(program, runs, data, eval_data, 1), data, eval_data, [])  # compiles
     best = float("inf")
     for _ in range(args.repeats):
-        start = time.perf_counter()
-        run_group(program, runs, data, eval_data, ignore)
-        best = min(best, time.perf_counter() - start)
+        began = time.perf_counter()
+        run_group(program, fresh(program, runs, data, eval_data, 1), data, eval_data, [])
+        best = min(best, time.perf_counter() - began)
     return best / args.steps
 
 

@@ -25,7 +25,7 @@ from scaling.analysis import tradeoff
 from scaling.analysis.nqm_reference import optimal_steps_to_target
 from scaling.config import learning_rates, parse_target
 from scaling.formatting import interval, number as num
-from scaling.sweep.plan import for_config
+from scaling.config.arithmetic import for_config
 
 FINE_LRS = 200  # reference learning rates, log-spaced over the sweep's range
 

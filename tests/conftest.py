@@ -22,12 +22,24 @@ from scaling import (
     config as config_mod,  # noqa: E402
     store,
 )
-from scaling.sweep.runner import group_spec  # noqa: E402
 from scaling.tasks import build_task  # noqa: E402
 from scaling.train.loop import run_group  # noqa: E402
 from scaling.train.mesh import make_mesh, put_replicated  # noqa: E402
 from scaling.train.program import GroupProgram  # noqa: E402
-from scaling.train.spec import RunSpec  # noqa: E402
+from scaling.train.sinks import Sink  # noqa: E402
+from scaling.train.spec import RunSpec, group_spec  # noqa: E402
+from scaling.train.start import fresh  # noqa: E402
+
+
+class Collect(Sink):
+    """Every run's rows, as a group's sinks hear them."""
+
+    def __init__(self, runs: int) -> None:
+        self.records: list[list[dict]] = [[] for _ in range(runs)]
+
+    def rows(self, records, wall_s, running) -> None:
+        for mine, rows in zip(self.records, records):
+            mine.extend(rows)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,16 +88,12 @@ def _train_program(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_
     spec, _ = group_spec(cfg, cfg.batch.sizes[0], mesh.shape["data"])
     task = build_task(cfg)
     program = GroupProgram(task, spec, mesh)
-    records: list[list[dict]] = [[] for _ in runs]
-
-    def collect(rows, wall_s):
-        for i, r in enumerate(rows):
-            records[i].extend(r)
-
+    collect = Collect(len(runs))
     data = put_replicated(mesh, task.train_arrays() or {})
     eval_data = put_replicated(mesh, task.eval_arrays())
-    results, _ = run_group(program, runs, data, eval_data, collect, runs_axis)
-    return results, records, program
+    end = run_group(program, fresh(program, runs, data, eval_data, runs_axis), data, eval_data,
+                    [collect])
+    return end.results, collect.records, program
 
 
 def _train(cfg: config_mod.Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1):

@@ -16,11 +16,12 @@ from scaling.analysis.branching import analyze_branches, local_critical_batch, w
 from scaling.analysis.nqm_reference import phases_expected_loss
 from scaling.cli.main import main
 from scaling.config import ConfigError
-from scaling.sweep import branch
+from scaling.sweep import branch, session as session_mod
 from scaling.sweep.branch_plan import branch_plan
-from scaling.train.checkpoint import GroupCheckpoints, Resume
+from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.loop import run_group
-from scaling.train.repack import Packing
+from scaling.train.start import from_slots
+from tests.conftest import Collect
 
 NQM = {
     "name": "br", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
@@ -105,28 +106,19 @@ def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path, 
     optimizer state all carried)."""
     cfg = config_from(DIGITS, branch__factors=[2])
     p = branch.run(cfg, tmp_path, quiet=True)
-    session = branch.runner.Session(p.base, True)
+    session = session_mod.Session(p.base, True)
     program = session.program(p.plan.base_batch)
-    _, _, data, eval_data = session.context
+    data, eval_data = session.context.data, session.context.eval_data
     (listing,) = (tmp_path / "base" / "checkpoints").glob("*/runs.json")
     point = p.plan.points[0]
-    resume = GroupCheckpoints(listing.parent, 0, True, (point,)).restore(program, data, eval_data,
-                                                                          step=point)
-    n = len(p.base.planned)
-    width = len(resume.packing.slots)
-    rs = program.start_from(resume.rs, np.arange(width), np.arange(width) >= n,
-                            np.full(width, p.plan.base_lr), point, stream=0)
-    packing = Packing(n, width, True, 1)
-    got: list[list[dict]] = [[] for _ in range(n)]
-
-    def collect(records, wall_s):
-        for i, rows in enumerate(records):
-            got[i].extend(rows)
-
-    run_group(program, [r.spec for r in p.base.planned], data, eval_data, collect,
-              resume=Resume(rs, packing, point, 0.0, (np.ones(width, bool), packing.slots.copy())))
+    runs = [r.spec for r in p.base.planned]
+    saved = GroupCheckpoints(listing.parent, 0, True, (point,)).restore(program, runs, data,
+                                                                         eval_data, step=point)
+    start = from_slots(program, saved.state, list(range(len(runs))), runs, point, 1)
+    collect = Collect(len(runs))
+    run_group(program, start, data, eval_data, [collect])
     base = _rows(tmp_path / "base")
-    for r, rows in zip(p.base.planned, got):
+    for r, rows in zip(p.base.planned, collect.records):
         after = [row for row in base[r.run_id] if row["step"] > point]
         assert len(rows) == len(after) > 0
         for mine, theirs in zip(rows, after):

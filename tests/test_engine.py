@@ -12,7 +12,7 @@ import pytest
 
 from scaling.analysis.nqm_reference import expected_loss
 from scaling.config.names import HYPERPARAMS, OPTIMIZERS
-from scaling.sweep.runner import group_spec
+from scaling.train.spec import group_spec
 from scaling.tasks import build_task
 from scaling.train.gradients import batch_gradient
 from scaling.train.mesh import make_mesh
@@ -129,7 +129,7 @@ def test_each_epoch_visits_every_example_once(drop_last, digits_cfg):
     for epoch in range(2):
         rs = SimpleNamespace(perm=program.new_perm(key, epoch), data_key=key)
         seen = []
-        for step in range(epoch * spec.steps_per_epoch, (epoch + 1) * spec.steps_per_epoch):
+        for step in range(epoch * spec.data.steps_per_epoch, (epoch + 1) * spec.data.steps_per_epoch):
             batch, weights = program._batch(rs, data, step, 0)
             seen += [int(i) for i, w in zip(batch["index"], weights) if w > 0]
         expected = n - n % 100 if drop_last else n

@@ -98,7 +98,7 @@ def test_disabled_measurement_records_nothing_and_does_not_split_the_batch(nqm_c
     cfg = nqm_cfg(**{"gns.enabled": "false", "budget.max_steps": 20})
     _, records = train(cfg, [RunSpec(0.1, 0)])
     assert all(np.isnan(row["b_simple"]) for row in records[0])
-    from scaling.sweep.runner import group_spec
+    from scaling.train.spec import group_spec
 
     assert group_spec(cfg, 8, 1)[0].layout.num_groups == 1
 
@@ -185,7 +185,7 @@ def test_hessian_estimate_needs_an_even_batch_to_split():
 
 def test_hessian_measurement_needs_a_batch_that_splits(nqm_cfg):
     from scaling.config import ConfigError
-    from scaling.sweep.runner import group_spec
+    from scaling.train.spec import group_spec
 
     cfg = nqm_cfg(**{"batch.sizes": "[1]", "gns.hessian_every": 1})
     with pytest.raises(ConfigError, match="gns.hessian_every"):
@@ -320,8 +320,8 @@ def test_gns_command_refuses_bad_input_before_training(tmp_path, capsys):
 
 
 def test_sweep_passes_the_gns_options_to_the_engine(digits_cfg):
-    from scaling.sweep.runner import group_spec
+    from scaling.train.spec import group_spec
 
     cfg = digits_cfg(**{"optimizer.name": "adam", "gns.every": 4, "gns.preconditioned": "true"})
     spec, _ = group_spec(cfg, 64, 1)
-    assert (spec.gns_every, spec.preconditioned) == (4, True)
+    assert (spec.noise.every, spec.noise.preconditioned) == (4, True)

@@ -9,6 +9,8 @@ import pytest
 from scaling.config import ConfigError
 from scaling.sweep import runner
 from scaling.train import memory
+from scaling.sweep import session as session_mod
+from scaling.sweep import prepare as prepare_mod
 
 ONE_BATCH = {"batch__sizes": [8], "train": {"max_group_size": None}}
 
@@ -55,14 +57,14 @@ def test_memory_limit_must_be_positive(cfg_of):
             cfg_of(train={"memory_limit_gb": bad})
 
 
-def _session(cfg, folder) -> runner.Session:
-    return runner.Session(runner.prepare(cfg, folder), quiet=True)
+def _session(cfg, folder) -> session_mod.Session:
+    return session_mod.Session(prepare_mod.prepare(cfg, folder), quiet=True)
 
 
 def test_estimate_is_positive_and_grows_with_width(tmp_path, cfg_of):
     session = _session(cfg_of(**ONE_BATCH), tmp_path)
     program = session.program(8)
-    data, eval_data = session.context[2:]
+    data, eval_data = session.context.data, session.context.eval_data
     total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (2, 8)}
     fixed = memory.tree_bytes(data, eval_data)
     assert total[8] > total[2] > fixed
@@ -98,7 +100,7 @@ def _limit_for(cfg, tmp_path, runs: float) -> float:
     """memory_limit_gb with room for `runs` runs of ONE_BATCH's group beside its data."""
     probe = _session(cfg, tmp_path / "probe")
     program = probe.program(8)
-    data, eval_data = probe.context[2:]
+    data, eval_data = probe.context.data, probe.context.eval_data
     fixed = memory.tree_bytes(data, eval_data)
     per_run = memory.per_run_bytes(memory.chunk_bytes(program.memory_at(4, data, eval_data)),
                                    fixed, 4, 1)

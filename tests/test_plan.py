@@ -9,7 +9,7 @@ import pytest
 
 from scaling.cli.main import main
 from scaling.config import BatchConfig, BudgetConfig, Config, ConfigError, LearningRateConfig
-from scaling.sweep.plan import calculate, format_table, sweep_warnings
+from scaling.config.arithmetic import calculate, format_table, sweep_warnings
 
 
 def test_worked_example_800_examples():

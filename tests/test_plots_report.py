@@ -14,9 +14,11 @@ import pytest
 
 from scaling.analysis import curves
 from scaling.config import ConfigError, load, to_yaml
+from scaling.config.arithmetic import for_config
 from scaling.formatting import number
 from scaling.report import figures, markdown
 from scaling.report.noise_figure import noise_series
+from scaling.store import ARITHMETIC, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [16, 32, 64, 128, 256]
@@ -224,9 +226,11 @@ PINNED = ["task.num_samples=6000", "batch.sizes=[16, 32, 64, 128, 256, 512]",
 
 
 def write_sweep_yaml(out: Path, *overrides: str) -> None:
+    """sweep.yaml and arithmetic.json, as a sweep writes them when it starts."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.yaml").write_text(
-        to_yaml(load(ROOT / "configs" / "quickstart.yaml", PINNED + list(overrides))))
+    cfg = load(ROOT / "configs" / "quickstart.yaml", PINNED + list(overrides))
+    (out / "sweep.yaml").write_text(to_yaml(cfg))
+    write_json(out / ARITHMETIC, [for_config(cfg, b).to_dict() for b in cfg.batch.sizes])
 
 
 def test_report_shows_the_numbers_and_links_the_figures(tmp_path):

@@ -14,8 +14,10 @@ from scaling import store
 from scaling.analysis.analyze import analyze
 from scaling.analysis.nqm_reference import phases_expected_loss
 from scaling.config import BatchScheduleConfig, ConfigError
-from scaling.sweep import plan, runner
+from scaling.config import arithmetic as plan
+from scaling.sweep import runner
 from scaling.sweep.segments import phase_plan, static_segments
+from scaling.sweep import prepare as prepare_mod
 
 NQM = {
     "name": "sc", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
@@ -89,7 +91,7 @@ def test_schedules_need_what_they_read(config_from):
     with pytest.raises(ConfigError, match=r"batch\.schedules"):
         config_from(NQM, batch__schedules=noise + noise)  # two called noisescale8
     with pytest.raises(ConfigError, match=r"batch\.schedules\[0\]"):  # 12 does not split over 8
-        runner.prepare(config_from(NQM, batch__schedules=[
+        prepare_mod.prepare(config_from(NQM, batch__schedules=[
             {"kind": "doubling", "start": 12, "at": [0.5], "max": 24}]), "/tmp/unused")
 
 

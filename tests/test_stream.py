@@ -15,6 +15,8 @@ from scaling.tasks import build_task
 from scaling.train import stream
 from scaling.train.mesh import make_mesh
 from scaling.train.program import GroupProgram
+from scaling.train.spec import group_spec
+from scaling.sweep import session as session_mod
 from tests.test_image_files import write_fixtures
 from tests.test_sweep import _kill_after_first_run, _scaling, _summaries
 
@@ -66,7 +68,7 @@ def test_the_stream_draws_the_device_paths_permutations():
     consecutive slices of that order, and steps past the end take example 0."""
     c = cfg("host", batch={"sizes": [200]})
     task = build_task(c)
-    program = GroupProgram(task, runner.group_spec(c, 200, 1)[0], make_mesh(1, 1))
+    program = GroupProgram(task, group_spec(c, 200, 1)[0], make_mesh(1, 1))
     feed = stream.HostStream(program.spec, task.train_arrays(), [3, 0, 3], program.new_perm,
                              make_mesh(1, 1))
     try:
@@ -106,10 +108,10 @@ def test_host_placement_is_refused_where_it_cannot_work():
 def test_auto_streams_what_would_crowd_the_device():
     task = build_task(cfg("auto"))
     size = sum(a.nbytes for a in task.train_arrays().values())
-    assert runner.placement(cfg("auto"), task) == "device"  # CPU: no limit reported
+    assert session_mod.placement(cfg("auto"), task) == "device"  # CPU: no limit reported
     tight = cfg("auto", train={"memory_limit_gb": 3 * size / 1e9})
     roomy = cfg("auto", train={"memory_limit_gb": 5 * size / 1e9})
-    assert runner.placement(tight, task) == "host" and runner.placement(roomy, task) == "device"
+    assert session_mod.placement(tight, task) == "host" and session_mod.placement(roomy, task) == "device"
 
 
 @pytest.mark.slow

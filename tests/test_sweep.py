@@ -25,6 +25,7 @@ from scaling.sweep import grid, progress, runner
 from scaling.tasks import storage
 from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec
+from scaling.sweep import prepare as prepare_mod
 
 # ---------------------------------------------------------------- dry run
 
@@ -91,10 +92,10 @@ def test_units_cost_examples_and_follow_max_group_size(cfg_of):
 
 def test_the_partition_ignores_finished_runs(tmp_path, cfg_of):
     cfg, out = cfg_of(), tmp_path / "o"
-    before = [[r.run_id for r in u.runs] for u in runner.prepare(cfg, out, shard=(1, 3)).units]
+    before = [[r.run_id for r in u.runs] for u in prepare_mod.prepare(cfg, out, shard=(1, 3)).units]
     runner.run(cfg, out, batch_sizes=[8], quiet=True, shard=(0, 3))
     assert any(store.is_done(out, r.run_id) for r in grid.expand(cfg))
-    assert [[r.run_id for r in u.runs] for u in runner.prepare(cfg, out, shard=(1, 3)).units] == before
+    assert [[r.run_id for r in u.runs] for u in prepare_mod.prepare(cfg, out, shard=(1, 3)).units] == before
 
 
 @pytest.mark.slow
@@ -193,7 +194,7 @@ def test_a_folder_of_another_model_is_refused_unless_forced(tmp_path, cfg_of):
     with pytest.raises(ConfigError, match="different optimizer.*--force"):
         runner.run(other, out, quiet=True)
     with pytest.raises(ConfigError, match="different optimizer"):
-        runner.prepare(other, out)
+        prepare_mod.prepare(other, out)
     assert [s["run_id"] for s in runner.run(other, out, quiet=True, force=True)] == []
     other = cfg_of(batch__sizes=[8], learning_rate__values=[0.2], seeds=[0],
                    optimizer={"name": "momentum"})
@@ -364,7 +365,7 @@ def files_for(path: Path, folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_config_loads_and_plans(path, tmp_path):
-    from scaling.sweep import plan
+    from scaling.config import arithmetic as plan
 
     cfg = config.load(path, files_for(path, tmp_path))
     rows = [plan.for_config(cfg, size) for size in cfg.batch.sizes]
@@ -437,7 +438,7 @@ def _folder_with(tmp_path: Path, cfg: config.Config) -> Path:
 ])
 def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after, axes_cfg):
     out = _folder_with(tmp_path, axes_cfg(momentum=before))
-    runner.check_folder(axes_cfg(momentum=after), out, force=False)
+    prepare_mod.check_folder(axes_cfg(momentum=after), out, force=False)
 
 
 @pytest.mark.parametrize("before, after, fragments", [
@@ -452,10 +453,10 @@ def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after, axes_cfg):
 def test_other_optimizer_changes_are_still_refused(tmp_path, before, after, fragments, axes_cfg):
     out = _folder_with(tmp_path, axes_cfg(**before))
     with pytest.raises(ConfigError) as info:
-        runner.check_folder(axes_cfg(**after), out, force=False)
+        prepare_mod.check_folder(axes_cfg(**after), out, force=False)
     for fragment in fragments:
         assert fragment in str(info.value)
-    runner.check_folder(axes_cfg(**after), out, force=True)
+    prepare_mod.check_folder(axes_cfg(**after), out, force=True)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import yaml
 from scaling import config as config_mod, store
 from scaling.cli.main import main
 from scaling.config import ConfigError
-from scaling.sweep.runner import group_spec
+from scaling.train.spec import group_spec
 from scaling.tasks import arrays, build_task, image_files, tokens
 from scaling.train.mesh import make_mesh, put_replicated
 from scaling.train.program import GroupProgram

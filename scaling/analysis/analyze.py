@@ -27,7 +27,8 @@ from scaling.analysis.table import LRCurve, lr_curves, run_table
 from scaling.analysis.tradeoff import fit_tradeoff, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import LR_SELECTIONS
-from scaling.config.targets import FIRST, RULES, Reach
+from scaling.config.names import REACH_RULES
+from scaling.config.targets import FIRST, Reach
 from scaling.errors import need
 from scaling.formatting import number, text_table
 from scaling.store import finite
@@ -235,7 +236,7 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
              "b_simple": b_simple, "b_noise": median_positive([p["b_noise"] for p in points]),
              "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
-             "overhead_b_crit": definitions.overhead_entry(timed, fit),
+             **{d.key: d.compute(timed, fit) for d in definitions.DEFINITIONS},
              "first_crossing": {
                  "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
                  "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
@@ -257,7 +258,7 @@ def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, st
     if reach is None:
         reach = sweep_reading(out)
     how = how or (cfg.get("analysis") or {}).get("lr_selection") or AnalysisConfig.lr_selection
-    need(reach.rule in RULES, "reached.rule", reach.rule, f"one of {', '.join(RULES)}")
+    need(reach.rule in REACH_RULES, "reached.rule", reach.rule, f"one of {', '.join(REACH_RULES)}")
     need(reach.window > 1, "reached.window", reach.window, "a number > 1")
     need(how in LR_SELECTIONS, "lr_selection", how, f"one of {', '.join(LR_SELECTIONS)}")
     return reach, how
@@ -304,13 +305,6 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
             "throughput": _throughput(records),
             "b_crit_power_law": definitions.power_laws([e for e, _ in results]),
             "schedules": schedules}
-
-
-def write(out: str | Path, analysis: dict) -> Path:
-    """Write <out>/analysis.json atomically (non-finite numbers become null)."""
-    path = Path(out) / "analysis.json"
-    store.write_json(path, analysis)
-    return path
 
 
 def summary_table(analysis: dict) -> str:

@@ -22,6 +22,8 @@ References:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -77,6 +79,30 @@ def overhead_entry(points: list[dict], fit: dict | None, overhead: float = OVERH
     return {"overhead": overhead, "reference_batch_size": b0,
             "measured": measured_overhead_b_crit(sizes, steps, overhead), "fitted": fitted,
             "definition": OVERHEAD_DEFINITION.format(h=overhead)}
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A definition of the critical batch size beside E_min / S_min: the per-target section
+    of analysis.json it fills (`compute` from the target's points and fit), the columns the
+    report and `scaling compare` show of it (header, reader of the section) and the sentence
+    that introduces it. Adding a definition is adding one of these."""
+
+    key: str
+    compute: Callable[[list[dict], dict | None], dict[str, Any] | None]
+    columns: tuple[tuple[str, Callable[[dict[str, Any]], Any]], ...]
+    text: str
+
+
+DEFINITIONS = (
+    Definition("overhead_b_crit", overhead_entry, (
+        (f"{OVERHEAD:.0%} overhead, fitted", lambda s: s["fitted"]),
+        (f"{OVERHEAD:.0%} overhead, measured", lambda s: s["measured"]),
+        ("from B_0", lambda s: s["reference_batch_size"])),
+        f"the batch size at which steps exceed ideal linear scaling from the smallest batch "
+        f"size B_0 by {OVERHEAD:.0%} (Zhang et al. 2024), on the fitted curve and on the "
+        "measured points (- where the grid never exceeds it)"),
+)
 
 
 def power_law(values: list[float], b_crits: list[float],

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from scaling import store
-from scaling.analysis.analyze import analyze, summary_table, sweep_reading, write as write_analysis
+from scaling.analysis import contract
+from scaling.analysis.analyze import analyze, summary_table, sweep_reading
 from scaling.analysis.branching import analyze_branches, is_branch_folder
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
@@ -31,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
                     args.lr_selection)
 
 
-def analyze_folder(out: Any, targets: list[str] | None, bootstrap: int, as_json: bool,
-             quiet: bool, reach: Any = None, lr_selection: str | None = None) -> int:
+def analyze_folder(out: Any, targets: list[str] | None = None, bootstrap: int = 1000,
+                   as_json: bool = False, quiet: bool = False, reach: Any = None,
+                   lr_selection: str | None = None) -> int:
     """Analyse, draw, report a sweep folder."""
     result = analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection)
 
@@ -59,7 +61,7 @@ def _publish(out: Path, result: dict, draw: Callable[[], tuple[list[Path], Path]
     """analysis.json, then the figures and report.md (`draw`), figures.pdf and index.html; the
     summary (or the JSON) on stdout, file locations on stderr under --json so stdout stays
     JSON."""
-    written = [write_analysis(out, result)]
+    written = [contract.write(out, result)]
     drawn, report = draw()
     pdf = sheet.write_pdf(drawn, out / "figures.pdf")
     page = sheet.write_html(report, out / "index.html")

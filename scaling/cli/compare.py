@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from scaling import store
+from scaling.analysis import contract
 from scaling.analysis.analyze import analyze
 from scaling.cli.parser import UsageError
 from scaling.report import compare
@@ -21,7 +21,7 @@ def _sweep(folder: str, label: str) -> compare.Sweep:
     if not saved.is_file() and not runs.is_dir():
         raise UsageError(f"{folder}: not a results folder (neither runs/ nor analysis.json "
                          "inside); expected the --out folder of scaling sweep")
-    analysis = json.loads(saved.read_text()) if saved.is_file() else analyze(path)
+    analysis = contract.read(path) if saved.is_file() else analyze(path)
     return compare.Sweep(label, path, analysis, store.load(path) if runs.is_dir() else [])
 
 

@@ -18,6 +18,7 @@ from scaling.report.figures import noise_scale_vs_loss
 from scaling.sweep import runner
 from scaling.sweep.grid import expand
 from scaling.train import compile_cache
+from scaling.train.sinks import Records, Sink
 
 COLUMNS = (("step", "step"), ("examples", "examples"), ("train_loss", "train loss"),
            ("b_simple", "B_simple"), ("b_noise", "B_noise"), ("b_simple_precond", "B_simple (Adam)"))
@@ -50,14 +51,14 @@ def columns(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(k, name) for k, name in COLUMNS if any(k in r for r in rows)]
 
 
-class Table:
+class Table(Sink):
     """Prints the table while the run trains: the header with the first rows, each step once."""
 
     def __init__(self) -> None:
         self.keys: list[tuple[str, str]] | None = None
         self.printed: set[int] = set()
 
-    def __call__(self, records: list[list[dict[str, Any]]], wall_s: float = 0.0) -> None:
+    def rows(self, records: Records, wall_s: float = 0.0, running: int = 0) -> None:
         self.show([row for rows in records for row in rows])
 
     def show(self, rows: list[dict[str, Any]]) -> None:
@@ -76,7 +77,7 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False) 
     Returns the run's store record. A run finished earlier is not trained; its table prints whole.
     """
     table = Table()
-    runner.run(cfg, out, None, force, quiet, on_records=table)
+    runner.run(cfg, out, None, force, quiet, hooks=[table])
     (planned,) = expand(cfg)
     (record,) = [r for r in store.load(out) if r["run_id"] == planned.run_id]
     table.show(record["metrics"])

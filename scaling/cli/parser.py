@@ -10,7 +10,7 @@ import argparse
 from typing import Any, Callable
 
 from scaling.config.names import LR_SELECTIONS, SCHEDULES
-from scaling.config.targets import RULES
+from scaling.config.names import REACH_RULES
 from scaling.errors import ConfigError
 from scaling.sweep.grid import parse_shard
 from scaling.sweep.progress import MODES as PROGRESS_MODES
@@ -191,7 +191,7 @@ def add_analyze(sub: Any) -> None:
                    help="targets to analyse, e.g. eval_loss<=0.5 (default: the config's)")
     p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
                    help="bootstrap resamples for the confidence intervals (default 1000)")
-    p.add_argument("--rule", choices=RULES,
+    p.add_argument("--rule", choices=REACH_RULES,
                    help="when a run has reached a target (default: the sweep's reached.rule)")
     p.add_argument("--window", type=_window, help="window factor of rules sustained and "
                    "smoothed (default: the sweep's reached.window)")

@@ -10,7 +10,7 @@ from typing import Any
 from scaling.cli.parser import CALCULATOR, UsageError
 from scaling.config import load
 from scaling.sweep import segments
-from scaling.sweep.plan import calculate, for_config, format_table, sweep_warnings
+from scaling.config.arithmetic import calculate, for_config, format_table, sweep_warnings
 
 
 def _calculator_rows(args: argparse.Namespace) -> list[Any]:

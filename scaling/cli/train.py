@@ -11,7 +11,7 @@ from scaling.cli.analyze import analyze_folder
 from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
-from scaling.sweep import launch, runner
+from scaling.sweep import launch, prepare as prepare_mod, runner
 from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
 
@@ -36,14 +36,14 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.launcher == "slurm":
         out = _out(cfg, args)
         return submit_sweep(cfg, args, out,
-                            lambda: analyze_folder(Path(out), None, 1000, False, args.quiet))
+                            lambda: analyze_folder(Path(out), quiet=args.quiet))
     status = _run(cfg, args, None)
     if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
         if args.shard is not None and not args.dry_run:
             print(f"shard done; once every shard is, run: scaling analyze {_out(cfg, args)}")
         return status
     print()
-    return analyze_folder(Path(_out(cfg, args)), None, 1000, False, args.quiet)
+    return analyze_folder(Path(_out(cfg, args)), quiet=args.quiet)
 
 
 def _out(cfg: Any, args: argparse.Namespace) -> str:
@@ -55,7 +55,7 @@ def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> i
     maybe_initialize_distributed()
     compile_cache.enable(args.compile_cache, args.no_compile_cache)
     out = _out(cfg, args)
-    prepared = runner.prepare(cfg, out, batch_sizes, args.force, args.shard)
+    prepared = prepare_mod.prepare(cfg, out, batch_sizes, args.force, args.shard)
     if args.dry_run:
         print(runner.describe(prepared))
         return 0
@@ -88,7 +88,7 @@ def check_launcher_options(args: argparse.Namespace) -> None:
 def submit_sweep(cfg: Config, args: argparse.Namespace, out: str, analyze: Callable[[], int]) -> int:
     """Validate the whole grid, submit the job array, and with --wait wait and then `analyze`."""
 
-    prepared = runner.prepare(cfg, out, None, args.force, None)
+    prepared = prepare_mod.prepare(cfg, out, None, args.force, None)
     jobs = launch.task_count(args.jobs, len(prepared.units))
     if args.jobs is not None and jobs < args.jobs:
         print(f"note: --jobs {args.jobs}: the grid has {jobs} groups; submitting {jobs} tasks")

@@ -1,24 +1,44 @@
 """The names a config may use, kept once: the config validates against them, the CLI offers
 them as choices, and the code that implements each one is keyed by them."""
 
-OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adamw")
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """What the rest of the suite asks of an optimizer family: the scalars its optax factory
+    takes (scaling.train.optimizers, one program per family, these are per-run data), and
+    whether it is adaptive (Adam's second moment: betas and eps, a preconditioned metric)."""
+
+    hyperparams: tuple[str, ...]
+    adaptive: bool = False
+
+    @property
+    def uses_momentum(self) -> bool:
+        return "momentum" in self.hyperparams
+
+
+OPTIMIZER_TABLE: dict[str, Optimizer] = {
+    "sgd": Optimizer(("learning_rate", "weight_decay")),
+    "momentum": Optimizer(("learning_rate", "momentum", "weight_decay")),
+    "nesterov": Optimizer(("learning_rate", "momentum", "weight_decay")),
+    "adam": Optimizer(("learning_rate", "b1", "b2", "eps", "weight_decay"), adaptive=True),
+    "adamw": Optimizer(("learning_rate", "b1", "b2", "eps", "weight_decay"), adaptive=True),
+}
+OPTIMIZERS = tuple(OPTIMIZER_TABLE)
+HYPERPARAMS: dict[str, tuple[str, ...]] = {k: o.hyperparams for k, o in OPTIMIZER_TABLE.items()}
+
 SCHEDULES = ("constant", "linear", "cosine")
 LR_MODES = ("grid", "rule", "centered")
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
+REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")
 BATCH_LR_RULES = ("linear", "sqrt", "constant")  # the learning rate when the batch grows
 BRANCH_METRICS = ("eval_loss", "train_loss")
 BATCH_SCHEDULES = ("steps", "doubling", "noise_scale")
-
-# The scalars each optimizer family reads (its optax factory takes exactly these).
-HYPERPARAMS: dict[str, tuple[str, ...]] = {
-    "sgd": ("learning_rate", "weight_decay"),
-    "momentum": ("learning_rate", "momentum", "weight_decay"),
-    "nesterov": ("learning_rate", "momentum", "weight_decay"),
-    "adam": ("learning_rate", "b1", "b2", "eps", "weight_decay"),
-    "adamw": ("learning_rate", "b1", "b2", "eps", "weight_decay"),
-}

@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-RULES = ("first", "sustained", "smoothed", "ema")
 DEFAULT_RULE = "smoothed"
 DEFAULT_WINDOW = 1.5
 EMA_SUFFIX = "_ema"
@@ -43,7 +42,7 @@ TARGET_PATTERN = re.compile(r"^\s*([a-z_]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
 
 @dataclass(frozen=True)
 class Reach:
-    """How "reached the target" is read: a rule of RULES and its window factor (> 1)."""
+    """How "reached the target" is read: a rule of names.REACH_RULES and its window factor (> 1)."""
 
     rule: str = DEFAULT_RULE
     window: float = DEFAULT_WINDOW

@@ -27,8 +27,8 @@ def parse_target(text: str) -> tuple[str, str, float]:
 
 def _validate_reached(cfg: Config) -> None:
     r = cfg.reached
-    need(r.rule in targets_mod.RULES, "reached.rule", r.rule,
-         f"one of {', '.join(targets_mod.RULES)}")
+    need(r.rule in names.REACH_RULES, "reached.rule", r.rule,
+         f"one of {', '.join(names.REACH_RULES)}")
     need(r.window > 1, "reached.window", r.window,
          "a number > 1 (the window spans step/window .. step*window)")
     need(r.rule != "ema" or cfg.eval.ema_decay is not None, "reached.rule", r.rule,
@@ -303,8 +303,10 @@ def _validate_gns(cfg: Config) -> None:
          "0 (off) or a positive integer: measure B_noise every K evaluation points")
     need(g.every >= 1, "gns.every", g.every,
          "a positive integer: measure on every N-th step (1: every step)")
-    need(not g.preconditioned or cfg.optimizer.name in ("adam", "adamw"), "gns.preconditioned",
-         g.preconditioned, f"false for optimizer {cfg.optimizer.name} (true needs adam or adamw)")
+    adaptive = [n for n, o in names.OPTIMIZER_TABLE.items() if o.adaptive]
+    need(not g.preconditioned or cfg.optimizer.name in adaptive, "gns.preconditioned",
+         g.preconditioned, f"false for optimizer {cfg.optimizer.name} (true needs "
+         f"{' or '.join(adaptive)})")
     need(not g.preconditioned or g.enabled, "gns.preconditioned", g.preconditioned,
          "false while gns.enabled is false")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -216,6 +217,51 @@ def _tried_sizes(analysis: dict) -> list[int]:
                   | set((analysis.get("sweep") or {}).get("batch_sizes") or []))
 
 
+def _bcrit_panel(ax: Any, metric: str, targets: list[dict], analysis: dict,
+                 sizes: list[int]) -> tuple[float, float]:
+    """One metric's panel of bcrit_vs_target; the y range its values need."""
+    values: list[float] = []
+    if sizes:
+        ax.axhspan(min(sizes), max(sizes), color="0.92", zorder=0,
+                   label="batch sizes tried")
+        values += [min(sizes), max(sizes)]
+    crit = [t for t in targets if positive(t.get("b_crit"))]
+    for t in crit:
+        ci = t.get("b_crit_ci")
+        err = None
+        if ci and positive(ci[0]) and positive(ci[1]):
+            err = [[max(t["b_crit"] - ci[0], 0)], [max(ci[1] - t["b_crit"], 0)]]
+            values += ci
+        values.append(t["b_crit"])
+        ax.errorbar([t["value"]], [t["b_crit"]], yerr=err, fmt="o", color=OKABE_ITO[0],
+                    capsize=4, zorder=3, label="$B_{crit}$ (95% CI)" if t is crit[0] else None)
+    over = [t for t in targets if positive((t.get("overhead_b_crit") or {}).get("fitted"))]
+    if over:
+        values += [t["overhead_b_crit"]["fitted"] for t in over]
+        ax.plot([t["value"] for t in over], [t["overhead_b_crit"]["fitted"] for t in over],
+                "^", color=OKABE_ITO[2], zorder=3, label="20% overhead (fitted)")
+    for law in analysis.get("b_crit_power_law") or []:
+        if law["metric"] == metric and law["alpha_b"] is not None:
+            xs = geom(min(t["value"] for t in targets), max(t["value"] for t in targets), 50)
+            ax.plot(xs, [law["b_star"] * x ** law["exponent"] for x in xs], "-",
+                    color=OKABE_ITO[0], lw=1, label=f"power law, $\\alpha_B$={law['alpha_b']:.2g}")
+    simple = [t for t in targets if positive(t.get("b_simple"))]
+    if simple:
+        values += [t["b_simple"] for t in simple]
+        ax.plot([t["value"] for t in simple], [t["b_simple"] for t in simple], "s",
+                color=OKABE_ITO[1], zorder=3, label="$B_{simple}$ near the crossing")
+    ax.set_xlabel(f"{metric} target (harder to the right)")
+    ax.margins(x=0.2)
+    xs = [t["value"] for t in targets]
+    if len(set(xs)) == 1:
+        ax.set_xticks(xs, [f"{xs[0]:g}"])
+    if targets[0].get("op") == "<=":
+        ax.invert_xaxis()
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return min(values) / 2, max(values) * 2
+
+
 def bcrit_vs_target(analysis: dict, records: list[dict], path: Path) -> Path | None:
     """B_crit (bootstrap CI) and B_simple against the target value, one panel per metric."""
     by_metric: dict[str, list[dict]] = {}
@@ -228,48 +274,8 @@ def bcrit_vs_target(analysis: dict, records: list[dict], path: Path) -> Path | N
     fig, axes = plt.subplots(1, len(by_metric), figsize=(4.2 * len(by_metric) + 0.6, 4.2),
                              squeeze=False, sharey=True)
     sizes = _tried_sizes(analysis)
-    lims: list[tuple[float, float]] = []
-    for ax, (metric, targets) in zip(axes[0], by_metric.items()):
-        values: list[float] = []
-        if sizes:
-            ax.axhspan(min(sizes), max(sizes), color="0.92", zorder=0,
-                       label="batch sizes tried")
-            values += [min(sizes), max(sizes)]
-        crit = [t for t in targets if positive(t.get("b_crit"))]
-        for t in crit:
-            ci = t.get("b_crit_ci")
-            err = None
-            if ci and positive(ci[0]) and positive(ci[1]):
-                err = [[max(t["b_crit"] - ci[0], 0)], [max(ci[1] - t["b_crit"], 0)]]
-                values += ci
-            values.append(t["b_crit"])
-            ax.errorbar([t["value"]], [t["b_crit"]], yerr=err, fmt="o", color=OKABE_ITO[0],
-                        capsize=4, zorder=3, label="$B_{crit}$ (95% CI)" if t is crit[0] else None)
-        over = [t for t in targets if positive((t.get("overhead_b_crit") or {}).get("fitted"))]
-        if over:
-            values += [t["overhead_b_crit"]["fitted"] for t in over]
-            ax.plot([t["value"] for t in over], [t["overhead_b_crit"]["fitted"] for t in over],
-                    "^", color=OKABE_ITO[2], zorder=3, label="20% overhead (fitted)")
-        for law in analysis.get("b_crit_power_law") or []:
-            if law["metric"] == metric and law["alpha_b"] is not None:
-                xs = geom(min(t["value"] for t in targets), max(t["value"] for t in targets), 50)
-                ax.plot(xs, [law["b_star"] * x ** law["exponent"] for x in xs], "-",
-                        color=OKABE_ITO[0], lw=1, label=f"power law, $\\alpha_B$={law['alpha_b']:.2g}")
-        simple = [t for t in targets if positive(t.get("b_simple"))]
-        if simple:
-            values += [t["b_simple"] for t in simple]
-            ax.plot([t["value"] for t in simple], [t["b_simple"] for t in simple], "s",
-                    color=OKABE_ITO[1], zorder=3, label="$B_{simple}$ near the crossing")
-        lims.append((min(values) / 2, max(values) * 2))
-        ax.set_xlabel(f"{metric} target (harder to the right)")
-        ax.margins(x=0.2)
-        xs = [t["value"] for t in targets]
-        if len(set(xs)) == 1:
-            ax.set_xticks(xs, [f"{xs[0]:g}"])
-        if targets[0].get("op") == "<=":
-            ax.invert_xaxis()
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+    lims = [_bcrit_panel(ax, metric, targets, analysis, sizes)
+            for ax, (metric, targets) in zip(axes[0], by_metric.items())]
     axes[0][0].set_yscale("log")
     axes[0][0].set_ylim(min(lo for lo, _ in lims), max(hi for _, hi in lims))
     axes[0][0].set_ylabel(f"batch size ({'sequences' if _unit(analysis) == 'tokens' else 'examples'})")

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from scaling.config import Config, ConfigError, learning_rates, load
+from scaling.analysis.definitions import DEFINITIONS
+from scaling.config.names import OPTIMIZER_TABLE
 from scaling.formatting import interval, markdown_table, number
-from scaling.store import atomic_write
-from scaling.sweep.plan import for_config, format_table
+from scaling.store import atomic_write, read_arithmetic
+from scaling.config.arithmetic import Arithmetic, format_table
 
 POOR_FIT = 0.15  # rms residual of log steps above which a fit is called poor (~16% typical error)
 WIDE_CI = 4.0  # B_crit interval hi/lo above which it is called wide
@@ -54,11 +56,11 @@ def _scalar(value: float | list[float]) -> str:
 
 
 def _optimizer(cfg: Config) -> str:
-    o = cfg.optimizer
+    o, family = cfg.optimizer, OPTIMIZER_TABLE[cfg.optimizer.name]
     extra = []
-    if "momentum" in o.name or "nesterov" in o.name:
+    if family.uses_momentum:
         extra.append(f"momentum {_scalar(o.momentum)}")
-    if "adam" in o.name or "lamb" in o.name:
+    if family.adaptive:
         extra.append(f"b1 {o.b1:g}, b2 {_scalar(o.b2)}, eps {o.eps:g}")
     if o.weight_decay:
         extra.append(f"weight decay {_scalar(o.weight_decay)}")
@@ -89,9 +91,13 @@ def _config_section(cfg: Config) -> list[str]:
             f"- targets: {', '.join(cfg.targets)}"]
 
 
-def _arithmetic(cfg: Config) -> list[str]:
-    rows = [for_config(cfg, b, cfg.parallel.data or 1) for b in cfg.batch.sizes]
-    return ["```", format_table(rows), "```"]
+def _arithmetic(out: Path) -> list[str]:
+    """The run arithmetic the sweep recorded (a folder from before it did shows none)."""
+    recorded = read_arithmetic(out)
+    if not recorded:
+        return []
+    return ["### Run arithmetic", "", "```", format_table([Arithmetic(**a) for a in recorded]),
+            "```", ""]
 
 
 def _sweep(out: Path, analysis: dict) -> list[str]:
@@ -107,9 +113,7 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
         lines += _config_section(cfg)
     lines += [f"- runs analysed: {number(sw.get('num_runs'))}" + (f" ({statuses})" if statuses else ""),
               ""]
-    if cfg is not None:
-        lines += ["### Run arithmetic", ""] + _arithmetic(cfg) + [""]
-    return lines
+    return lines + _arithmetic(out)
 
 
 # ---------------------------------------------------------------- tables
@@ -218,19 +222,15 @@ def _lr_rules(analysis: dict) -> list[str]:
 
 def _definitions(analysis: dict) -> list[str]:
     """B_crit by the other definitions beside E_min / S_min, and the power law across targets."""
-    targets = [t for t in analysis.get("targets") or [] if t.get("overhead_b_crit")]
-    if not targets:
+    shown = [d for d in DEFINITIONS if any(t.get(d.key) for t in analysis.get("targets") or [])]
+    targets = [t for t in analysis.get("targets") or [] if all(t.get(d.key) for d in shown)]
+    if not shown or not targets:
         return []
-    h = targets[0]["overhead_b_crit"]["overhead"]
-    header = ["target", "E_min / S_min", f"{h:.0%} overhead, fitted", f"{h:.0%} overhead, measured",
-              "from B_0"]
-    rows = [[t["name"], number(t.get("b_crit")), number(t["overhead_b_crit"]["fitted"]),
-             number(t["overhead_b_crit"]["measured"]),
-             number(t["overhead_b_crit"]["reference_batch_size"])] for t in targets]
+    header = ["target", "E_min / S_min"] + [name for d in shown for name, _ in d.columns]
+    rows = [[t["name"], number(t.get("b_crit"))]
+            + [number(read(t[d.key])) for d in shown for _, read in d.columns] for t in targets]
     lines = ["## Other definitions of the critical batch size", "",
-             f"McCandlish et al.'s E_min / S_min beside the batch size at which steps exceed ideal "
-             f"linear scaling from the smallest batch size B_0 by {h:.0%} (Zhang et al. 2024), on "
-             "the fitted curve and on the measured points (- where the grid never exceeds it).",
+             "McCandlish et al.'s E_min / S_min beside " + "; ".join(d.text for d in shown) + ".",
              ""] + markdown_table(header, rows) + [""]
     for fit in analysis.get("b_crit_power_law") or []:
         alpha = "-" if fit["alpha_b"] is None else f"{fit['alpha_b']:.3g}"

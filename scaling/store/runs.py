@@ -111,6 +111,18 @@ def read_summary(out: Path, run_id: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+# ---------------------------------------------------------------- the sweep's own files
+
+ARITHMETIC = "arithmetic.json"  # each batch size's run arithmetic, as the sweep planned it
+
+
+def read_arithmetic(out: Path) -> list[dict[str, Any]] | None:
+    """The run arithmetic a sweep recorded (config.arithmetic.Arithmetic fields per batch
+    size); None for a folder from before it was recorded."""
+    path = Path(out) / ARITHMETIC
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 # ---------------------------------------------------------------- grid extensions
 
 EXTENSIONS = "extensions.json"

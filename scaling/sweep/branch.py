@@ -31,15 +31,22 @@ import numpy as np
 
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
-from scaling.sweep import plan as plan_mod, progress, runner
+from scaling.config import arithmetic
+from scaling.store.records import run_config, run_summary
+from scaling.sweep import progress
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
+from scaling.sweep.prepare import Prepared as SweepPrepared, prepare as prepare_sweep
 from scaling.sweep.segments import budget_in_examples
-from scaling.train.checkpoint import GroupCheckpoints, Resume
+from scaling.sweep.session import Session
+from scaling.sweep.writer import Writer
+from scaling.train import start as start_mod
+from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.loop import run_group
 from scaling.train.mesh import is_leader
-from scaling.train.program import GroupProgram, RunState
-from scaling.train.repack import Packing
-from scaling.train.spec import GroupSpec, Status
+from scaling.train.program import GroupProgram
+from scaling.train.sinks import close_all, finish_all
+from scaling.train.spec import GroupSpec, RunSpec, Status, group_spec
+from scaling.train.step import RunState
 
 log = logging.getLogger(__name__)
 BASE, BRANCHES = "base", "branches"
@@ -106,13 +113,13 @@ def branch_spec(cfg: Config, bplan: BranchPlan, factor: int, examples: int,
     """The program of the branches at factor x B0: the base's budget in examples (so the
     schedule stands where the base's does), evaluated only at the windows' points, no targets
     (a branch trains its whole window), chunks that divide the window evenly."""
-    spec, _ = runner.group_spec(budget_in_examples(cfg, examples), factor * bplan.base_batch,
+    spec, _ = group_spec(budget_in_examples(cfg, examples), factor * bplan.base_batch,
                                 data_shards)
     window = bplan.window_steps(factor)
     chunk = math.ceil(window / math.ceil(window / cfg.train.chunk_steps))
-    return dataclasses.replace(spec, targets=(), stop_at_targets=False, eval_every=None,
-                               points_per_decade=0, chunk_steps=chunk,
-                               eval_at=tuple(bplan.branch_eval_steps(factor)))
+    return spec.replace(stopping={"targets": (), "stop_at_targets": False}, chunk_steps=chunk,
+                        evaluation={"every": None, "points_per_decade": 0,
+                                    "at": tuple(bplan.branch_eval_steps(factor))})
 
 
 @dataclass
@@ -122,7 +129,7 @@ class Prepared:
     cfg: Config
     out: Path
     plan: BranchPlan
-    base: runner.Prepared
+    base: SweepPrepared
     specs: dict[int, GroupSpec]  # per factor, the branches' program
 
 
@@ -148,10 +155,10 @@ def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
     runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
     bplan = branch_plan(cfg, data_shards)
     _check_plan(out, bplan, force)
-    base = runner.prepare(base_config(cfg, bplan), out / BASE, force=force)
+    base = prepare_sweep(base_config(cfg, bplan), out / BASE, force=force)
     spec, arith = base.specs[bplan.base_batch]
     base.specs[bplan.base_batch] = (
-        dataclasses.replace(spec, eval_at=tuple(bplan.base_eval_steps())), arith)
+        spec.replace(evaluation={"at": tuple(bplan.base_eval_steps())}), arith)
     base.checkpoint_at = bplan.points
     specs = {k: branch_spec(cfg, bplan, k, arith.examples, data_shards)
              for k in bplan.trained_factors}
@@ -168,7 +175,7 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
         store.write_json(p.out / "plan.json", p.plan.base_record())
         p.base.out.mkdir(exist_ok=True)
         store.atomic_write(p.base.out / "sweep.yaml", config_mod.to_yaml(p.base.cfg))
-    session = runner.Session(p.base, quiet, None, shown)
+    session = Session(p.base, quiet, None, shown)
     try:
         todo = [r for r in p.base.planned if r.run_id not in session.finished]
         if todo:
@@ -186,18 +193,19 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
 class _Branches:
     """Trains the branch groups from the base's saved states."""
 
-    def __init__(self, p: Prepared, session: runner.Session) -> None:
+    def __init__(self, p: Prepared, session: Session) -> None:
         self.p, self.session = p, session
         self.base_program = session.program(p.plan.base_batch)  # builds the devices and data
-        self.mesh, self.task, self.data, self.eval_data = session.context
+        self.ctx = session.context
         self.programs: dict[int, GroupProgram] = {}
         self.states: dict[int, tuple[RunState, dict[str, int]]] = {}
         self.base_runs = {r.spec.seed: r for r in p.base.planned}
         self.folder = p.out / BRANCHES
+        self.tokens_per_example = self.ctx.task.tokens_per_example(p.cfg.task.options)
 
     def program(self, factor: int) -> GroupProgram:
         if factor not in self.programs:
-            self.programs[factor] = GroupProgram(self.task, self.p.specs[factor], self.mesh)
+            self.programs[factor] = GroupProgram(self.ctx.task, self.p.specs[factor], self.ctx.mesh)
         return self.programs[factor]
 
     def base_state(self, point: int) -> tuple[RunState, dict[str, int]]:
@@ -208,18 +216,20 @@ class _Branches:
             for listing in sorted(store.checkpoint_dir(self.p.base.out, "").glob("*/runs.json")):
                 run_ids = json.loads(listing.read_text())
                 ck = GroupCheckpoints(listing.parent, 0, True, (point,))
-                resume = ck.restore(self.base_program, self.data, self.eval_data, step=point)
+                start = ck.restore(self.base_program, [], self.ctx.data, self.ctx.eval_data,
+                                   step=point)
                 ck.finish()
-                if resume is None:
+                if start is None:
                     raise ConfigError(
                         f"{listing.parent}: the base state at step {point} is missing or "
                         f"damaged; remove {self.p.base.out} to train the base again")
-                status = np.asarray(jax.device_get(self.base_program.final_view(resume.rs))["status"])
-                for j, i in enumerate(resume.packing.slots):
+                view = self.base_program.final_view(start.state)
+                status = np.asarray(jax.device_get(view)["status"])
+                for j, i in enumerate(start.packing.slots):
                     if i >= 0 and status[j] == Status.RUNNING:
                         slots[run_ids[i]] = offset + j
-                parts.append(resume.rs)
-                offset += len(resume.packing.slots)
+                parts.append(start.state)
+                offset += len(start.packing.slots)
             if not parts:
                 raise ConfigError(f"{self.p.base.out}: holds no saved base states; remove it "
                                   "to train the base again")
@@ -241,92 +251,68 @@ class _Branches:
                 log.warning("branch %s: its base run stopped before step %d; skipped",
                             b.run_id, point)
                 store.start_run(self.folder, b.run_id, self.run_config(b))
-                store.finish_run(self.folder, b.run_id, {**self.summary(b, "skipped", 0), "reason":
-                                                          "the base run stopped before the point"})
+                store.finish_run(self.folder, b.run_id, {
+                    **self.summary(b, "skipped", 0, [], 0.0, 0.0),
+                    "reason": "the base run stopped before the point"})
         if ready:
-            self._train_group(point, factor, ready, state, slots)
+            self._train_group(factor, ready, state, slots)
 
-    def _train_group(self, point: int, factor: int, group: list[Branch], state: RunState,
+    def _train_group(self, factor: int, group: list[Branch], state: RunState,
                      slots: dict[str, int]) -> None:
-        program, runs_axis = self.program(factor), self.p.base.runs_axis
-        width = -(-len(group) // runs_axis) * runs_axis
+        program, first = self.program(factor), group[0].start
+        runs = [self.spec(b) for b in group]
         take = [slots[self.base_runs[b.seed].run_id] for b in group]
-        take += [take[0]] * (width - len(group))
-        lrs = [b.learning_rate for b in group] + [group[0].learning_rate] * (width - len(group))
-        pad = np.arange(width) >= len(group)
-        first = group[0].start
         stream = 0 if factor == 1 else group[0].batch_size
-        rs = program.start_from(state, np.asarray(take), pad, np.asarray(lrs), first, stream)
-        packing = Packing(len(group), width, program.spec.repack, runs_axis)
-        resume = Resume(rs, packing, first, 0.0, (np.ones(width, bool), packing.slots.copy()))
-        desc = f"step {point}, batch {group[0].batch_size}: {len(group)} branches"
-        bar = progress.GroupProgress(self.session.shown if is_leader() else "none", desc,
-                                     first + group[0].steps, group[0].batch_size, len(group), first)
-        writer = _Writer(self.folder, group, self.p.plan.base_batch, self.run_config, bar.step,
-                         self.task.tokens_per_example(self.p.cfg.task.options))
-        specs = [dataclasses.replace(self.base_runs[b.seed].spec, learning_rate=b.learning_rate)
-                 for b in group]
+        start = start_mod.from_slots(program, state, take, runs, first, self.p.base.runs_axis,
+                                     stream=stream)
+        desc = f"step {group[0].point}, batch {group[0].batch_size}: {len(group)} branches"
+        bar = progress.GroupProgress(self.session.shown_here(), desc, first + group[0].steps,
+                                     group[0].batch_size, len(group), first)
+        writer = Writer(self.folder, [b.run_id for b in group],
+                        [self.run_config(b) for b in group], self._count(group[0]))
         try:
-            results, compile_s = run_group(program, specs, self.data, self.eval_data, writer,
-                                           runs_axis, resume=resume, on_running=bar.running,
-                                           until=first + group[0].steps)
-        finally:
-            bar.close()
-        for b, res in zip(group, results):
-            status = "diverged" if res.status == "diverged" else "completed"
-            summary = self.summary(b, status, res.steps - b.start, writer.rows[b.run_id],
-                                   writer.wall_s, compile_s)
-            if is_leader():
-                store.finish_run(self.folder, b.run_id, summary)
+            end = run_group(program, start, self.ctx.data, self.ctx.eval_data, [writer, bar],
+                            until=first + group[0].steps)
+        except BaseException:
+            close_all([writer, bar])
+            raise
+        finish_all([writer, bar], [
+            self.summary(b, "diverged" if res.status == "diverged" else "completed",
+                         res.steps - b.start, writer.written[i], writer.wall_s, end.compile_s)
+            for i, (b, res) in enumerate(zip(group, end.results))])
+
+    def _count(self, b: Branch) -> Callable[[dict[str, Any]], None]:
+        """A branch's rows counted from its point: point x B0 + (step - start) x batch."""
+        def count(row: dict[str, Any]) -> None:
+            row["examples"] = b.point * self.p.plan.base_batch + (row["step"] - b.start) * b.batch_size
+            row["tokens"] = (None if self.tokens_per_example is None
+                             else row["examples"] * self.tokens_per_example)
+        return count
+
+    def spec(self, b: Branch) -> RunSpec:
+        """A branch's scalars: its base run's, at the branch's learning rate."""
+        return dataclasses.replace(self.base_runs[b.seed].spec, learning_rate=b.learning_rate)
 
     def run_config(self, b: Branch) -> dict[str, Any]:
-        base = self.base_runs[b.seed]
-        return {"run_id": b.run_id, "base_run": base.run_id, "point": b.point,
-                "point_examples": b.point * self.p.plan.base_batch, "factor": b.factor,
-                "lr_factor": b.lr_factor, "lr_rule": self.p.plan.lr_rule,
-                "batch_size": b.batch_size, "learning_rate": b.learning_rate, "seed": b.seed,
-                "start_step": b.start, "window_steps": b.steps, "window": self.p.plan.window,
-                "optimizer": {"name": self.p.cfg.optimizer.name,
-                              **dataclasses.asdict(base.spec), "learning_rate": b.learning_rate},
-                "task": config_mod.to_dict(self.p.cfg)["task"]}
+        program, cfg = self.program(b.factor), self.p.cfg
+        return run_config(
+            cfg, b.run_id, b.batch_size, self.spec(b), total_steps=program.spec.total_steps,
+            warmup_steps=program.spec.schedule.warmup_steps,
+            precision=program.precision, data=self.ctx.task.describe(),
+            base_run=self.base_runs[b.seed].run_id, point=b.point,
+            point_examples=b.point * self.p.plan.base_batch, factor=b.factor,
+            lr_factor=b.lr_factor, lr_rule=self.p.plan.lr_rule, start_step=b.start,
+            window_steps=b.steps, window=self.p.plan.window)
 
-    def summary(self, b: Branch, status: str, steps: int, rows: list[dict] | None = None,
-                wall_s: float = 0.0, compile_s: float = 0.0) -> dict[str, Any]:
-        return {"run_id": b.run_id, "status": status, "point": b.point, "factor": b.factor,
-                "lr_factor": b.lr_factor, "batch_size": b.batch_size,
-                "learning_rate": b.learning_rate, "seed": b.seed, "steps": steps,
-                "examples": steps * b.batch_size, "final": (rows or [{}])[-1],
-                "wall_s": round(wall_s, 3), "compile_s": round(compile_s, 3)}
-
-
-class _Writer:
-    """One branch group's rows into its run folders, each row's examples counted from the
-    point: point x B0 + (step - start) x batch."""
-
-    def __init__(self, folder: Path, group: list[Branch], base_batch: int,
-                 run_config: Callable[[Branch], dict], on_progress: Callable[[int], None],
-                 tokens_per_example: int | None) -> None:
-        self.folder, self.group, self.base_batch = folder, group, base_batch
-        self.on_progress, self.tokens_per_example = on_progress, tokens_per_example
-        self.rows: dict[str, list[dict]] = {b.run_id: [] for b in group}
-        self.wall_s = 0.0
-        if is_leader():
-            for b in group:
-                store.start_run(folder, b.run_id, run_config(b))
-
-    def __call__(self, records: list[list[dict]], wall_s: float) -> None:
-        self.wall_s, furthest = wall_s, 0
-        for b, rows in zip(self.group, records):
-            for row in rows:
-                row["examples"] = b.point * self.base_batch + (row["step"] - b.start) * b.batch_size
-                if self.tokens_per_example is not None:
-                    row["tokens"] = row["examples"] * self.tokens_per_example
-                row["wall_s"] = round(wall_s, 3)
-                furthest = max(furthest, row["step"])
-            self.rows[b.run_id].extend(rows)
-            if rows and is_leader():
-                store.append_metrics(self.folder, b.run_id, rows)
-        self.on_progress(furthest)
+    def summary(self, b: Branch, status: str, steps: int, rows: list[dict], wall_s: float,
+                compile_s: float) -> dict[str, Any]:
+        examples = steps * b.batch_size
+        return run_summary(
+            b.run_id, status, rows, batch_size=b.batch_size, spec=self.spec(b), steps=steps,
+            examples=examples,
+            tokens=None if self.tokens_per_example is None else examples * self.tokens_per_example,
+            targets=(), reach=self.p.cfg.reached.reach, point=b.point, factor=b.factor,
+            lr_factor=b.lr_factor, wall_s=round(wall_s, 3), compile_s=round(compile_s, 3))
 
 
 def describe(p: Prepared) -> str:
@@ -334,7 +320,7 @@ def describe(p: Prepared) -> str:
     base_done = sum(store.is_done(p.base.out, r.run_id) for r in p.base.planned)
     groups = p.plan.groups()
     done = sum(all(store.is_done(p.out / BRANCHES, b.run_id) for b in runs) for _, _, runs in groups)
-    arith = plan_mod.format_table([p.base.specs[p.plan.base_batch][1]])
+    arith = arithmetic.format_table([p.base.specs[p.plan.base_batch][1]])
     return "\n".join([p.plan.describe(), "", arith, "",
                       f"base runs: {base_done} of {len(p.base.planned)} done; branch groups: "
                       f"{done} of {len(groups)} done ({sum(len(r) for *_, r in groups)} branches)"])

@@ -21,7 +21,7 @@ import numpy as np
 
 from scaling.config import Config, ConfigError, learning_rates
 from scaling.config.learning_rates import scaled_lr
-from scaling.sweep import plan as plan_mod
+from scaling.config import arithmetic
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def branch_plan(cfg: Config, data_shards: int = 1) -> BranchPlan:
     if cfg.data.placement == "host":
         raise ConfigError("data.placement: got host, expected device or auto (a branch draws "
                           "its own data order on the device)")
-    arith = plan_mod.for_config(cfg, batch, data_shards)
+    arith = arithmetic.for_config(cfg, batch, data_shards)
     chunk = min(cfg.train.chunk_steps, arith.total_steps)
     notes: list[str] = []
     window = _window(cfg, batch, arith.examples, b.evals, notes)

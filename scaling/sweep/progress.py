@@ -22,6 +22,8 @@ from tqdm import tqdm
 from scaling import store
 from scaling.formatting import duration, number, text_table
 from scaling.sweep.grid import PlannedRun, best_lr
+from scaling.sweep.prepare import Prepared
+from scaling.train.sinks import Records, Sink
 
 log = logging.getLogger(__name__)
 MODES = ("auto", "bar", "lines", "none")
@@ -36,11 +38,11 @@ def resolve(mode: str, stream: TextIO | None = None) -> str:
     return "bar" if hasattr(stream, "isatty") and stream.isatty() else "lines"
 
 
-class GroupProgress:
+class GroupProgress(Sink):
     """One group's progress while it trains, as a bar, as plain lines, or not at all.
 
-    `step(furthest)` hears the furthest step any run has recorded, `running(n)` how many runs
-    still train; `close()` ends it.
+    As a sink it hears each chunk's rows (the furthest step, or examples for a scheduled
+    group, any run has recorded, and how many runs still train); `close()` ends it, once.
     """
 
     def __init__(self, mode: str, desc: str, total_steps: int, batch_size: int, runs: int,
@@ -53,13 +55,21 @@ class GroupProgress:
         self.first = self.at = first_step
         self.every_s, self.clock = every_s, clock
         self.started = self.last_line = clock()
-        self.bar = None
+        self.bar, self.closed = None, False
         if mode == "bar":
             self.bar = tqdm(total=total_steps, desc=desc, unit=unit, leave=False,
                             dynamic_ncols=True, initial=first_step)
         elif mode == "lines":
             begin = f" from step {first_step:,}" if first_step else ""
             log.info("%s: started%s, %s %ss", desc, begin, f"{total_steps:,}", unit)
+
+    def rows(self, records: Records, wall_s: float, running: int) -> None:
+        key = "examples" if self.unit == "example" else "step"
+        self.step(max((row[key] for rows in records for row in rows), default=0))
+        self.running(running)
+
+    def finish(self, summaries: list[dict[str, Any]]) -> None:
+        self.close()
 
     def step(self, furthest: int) -> None:
         if furthest <= self.at:
@@ -86,6 +96,9 @@ class GroupProgress:
                 f"{duration(left_s)} left")
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         if self.bar is not None:
             self.bar.close()
         elif self.mode == "lines":
@@ -132,6 +145,40 @@ def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | 
                              steps, examples, store.mean_throughput(done, "examples_per_s"),
                              store.mean_throughput(done, "mfu")))
     return rows
+
+
+class Tally:
+    """A sweep's standing for the table after each group: the runs left of this shard, the
+    groups done and left, and the time left at the rate so far (budgeted examples)."""
+
+    def __init__(self, p: Prepared, finished: dict[str, dict[str, Any]]) -> None:
+        self.p = p
+        self.pending = {r.run_id: r for u in p.units for r in p.runs_of(u)
+                        if r.run_id not in finished}
+        self.started, self.cost_done, self.groups_done = time.perf_counter(), 0, 0
+        self.widths: dict[tuple[int, str | None], int] = {}  # group width per (batch, schedule)
+
+    def done(self, group: list[PlannedRun]) -> None:
+        for r in group:
+            self.pending.pop(r.run_id, None)
+            self.cost_done += self.p.cost(r)
+        self.groups_done += 1
+
+    def table(self, finished: dict[str, dict[str, Any]]) -> str:
+        """The progress table over this shard's runs."""
+        p = self.p
+        target = p.cfg.targets[0] if p.cfg.targets else None
+        shard_runs = [r for u in p.units for r in p.runs_of(u)]
+        limit = p.cfg.train.max_group_size
+        left: dict[tuple, int] = {}
+        for r in self.pending.values():
+            left[(r.batch_size, r.schedule)] = left.get((r.batch_size, r.schedule), 0) + 1
+        groups_left = sum(-(-n // self.widths.get(key, limit or n)) for key, n in left.items())
+        eta_s = eta(time.perf_counter() - self.started, self.cost_done,
+                    sum(p.cost(r) for r in self.pending.values()))
+        rows = batch_rows(shard_runs, {r.run_id: finished.get(r.run_id) for r in shard_runs},
+                          target)
+        return format_progress(rows, target, self.groups_done, groups_left, eta_s)
 
 
 def eta(elapsed_s: float, cost_done: int, cost_left: int) -> float | None:

@@ -19,25 +19,43 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from scaling.config import BatchScheduleConfig, Config
+from scaling.config import BatchScheduleConfig
+from scaling.config.arithmetic import Arithmetic
 from scaling.config.targets import crossing
 from scaling.sweep import progress
 from scaling.sweep.grid import PlannedRun
-from scaling.sweep.plan import Arithmetic
 from scaling.sweep.segments import Segment, phase_learning_rate, static_segments
-from scaling.sweep.trackers import Tracker
-from scaling.sweep.writer import OnRecords, Writer
-from scaling.tasks.base import Task
-from scaling.train.checkpoint import Resume
-from scaling.train.loop import RunResult, run_group
-from scaling.train.program import GroupProgram, RunState
-from scaling.train.repack import PAD, Packing, width_for
-from scaling.train.spec import GroupSpec
+from scaling.train import start as start_mod
+from scaling.train.loop import GroupEnd, RunResult, run_group
+from scaling.train.program import GroupProgram
+from scaling.train.step import RunState
+from scaling.train.repack import PAD
+from scaling.train.sinks import close_all, finish_all
+from scaling.train.spec import GroupSpec, RunSpec
+
+
+
+class Host(Protocol):
+    """What a scheduled group asks of the session that trains it (scaling.sweep.session)."""
+
+    p: Any  # the prepared sweep
+    context: Any  # the mesh, task and data
+
+    def shown_here(self) -> str: ...
+
+    def phase_program(self, size: int, budget: int) -> tuple[GroupProgram, Arithmetic]: ...
+
+    def sinks(self, group: list[PlannedRun], arith: Arithmetic, mode: str,
+              count: Callable[[dict[str, Any]], None], bar: progress.GroupProgress) -> list: ...
+
+    def summaries(self, group: list[PlannedRun], results: list[RunResult],
+                  rows: list[list[dict[str, Any]]], wall_s: float, compile_s: float,
+                  speed: dict[str, Any] | None, extra: list[dict[str, Any]] | None = None
+                  ) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -58,21 +76,26 @@ class _Track:
     steps: int = 0
     examples: int = 0
     path: list[list[int]] = field(default_factory=list)  # [step, examples, batch] per change
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ScheduledGroup:
     """One schedule's runs from the first step to the budget, into their run folders."""
 
-    def __init__(self, cfg: Config, sched: BatchScheduleConfig, group: list[PlannedRun],
-                 programs: Callable[[int], tuple[GroupProgram, Arithmetic]], task: Task,
-                 data: Any, eval_data: Any, runs_axis: int, budget: int) -> None:
-        self.cfg, self.sched, self.group, self.programs = cfg, sched, group, programs
-        self.task, self.data, self.eval_data, self.runs_axis = task, data, eval_data, runs_axis
-        self.budget = budget
+    def __init__(self, session: Host, sched: BatchScheduleConfig, group: list[PlannedRun],
+                 arith: Arithmetic) -> None:
+        self.session, self.sched, self.group, self.arith = session, sched, group, arith
+        self.cfg, self.budget = session.p.cfg, arith.examples
         self.tracks = [_Track() for _ in group]
         self.compile_s = 0.0
         self.started = time.perf_counter()
-        self.tokens_per_example = task.tokens_per_example(cfg.task.options)
+        self.tokens_per_example = session.context.task.tokens_per_example(self.cfg.task.options)
+        self.bar = progress.GroupProgress(session.shown_here(),
+                                          f"schedule {sched.label}: {len(group)} runs",
+                                          self.budget, 1, len(group), unit="example")
+
+    def programs(self, batch_size: int) -> tuple[GroupProgram, Arithmetic]:
+        return self.session.phase_program(batch_size, self.budget)
 
     def first_cohort(self) -> _Cohort:
         if self.sched.kind == "noise_scale":
@@ -83,18 +106,27 @@ class ScheduledGroup:
         self.static = static_segments(self.sched, self.budget, arith, self.tokens_per_example)
         return _Cohort(list(range(len(self.group))), self.static[0])
 
-    def train(self, writer: Writer, bar: progress.GroupProgress) -> list[dict[str, Any]]:
+    def train(self) -> list[dict[str, Any]]:
+        """Every cohort in turn, then every run's summary."""
         stack = [self.first_cohort()]
-        while stack:
-            stack += self._train_cohort(stack.pop(), writer, bar)
-        results = [RunResult(t.status, t.steps) for t in self.tracks]
+        try:
+            while stack:
+                stack += self._train_cohort(stack.pop())
+        except BaseException:
+            self.bar.close()
+            raise
+        results = [self._final(RunResult(t.status, t.steps), t.rows) for t in self.tracks]
         extra = [{"examples": t.examples,
                   "tokens": None if self.tokens_per_example is None
                   else t.examples * self.tokens_per_example,
                   "batch_schedule": self.sched.label, "batch_path": t.path}
                  for t in self.tracks]
-        return writer.finish([self._final(r, rows) for r, rows in zip(results, writer.rows)],
-                             self.compile_s, None, extra)
+        sinks = self.session.sinks(self.group, self.arith, "append", _no_count, self.bar)
+        summaries = self.session.summaries(
+            self.group, results, [t.rows for t in self.tracks],
+            time.perf_counter() - self.started, self.compile_s, None, extra)
+        finish_all(sinks, summaries)
+        return summaries
 
     def _final(self, res: RunResult, rows: list[dict]) -> RunResult:
         """A run that trained to the budget: completed when it reached every target (or there
@@ -105,8 +137,7 @@ class ScheduledGroup:
         hit = all(crossing(rows, t, reach) is not None for t in self.cfg.targets)
         return RunResult("completed" if hit else "budget_exhausted", res.steps)
 
-    def _train_cohort(self, cohort: _Cohort, writer: Writer, bar: progress.GroupProgress
-                      ) -> list[_Cohort]:
+    def _train_cohort(self, cohort: _Cohort) -> list[_Cohort]:
         """Train one cohort through its segment (a noise_scale cohort: one chunk of it); the
         cohorts that go on after it."""
         seg = cohort.segment
@@ -114,74 +145,76 @@ class ScheduledGroup:
         end = seg.end
         if self.sched.kind == "noise_scale":  # one chunk, then the runs decide
             end = min(seg.end, seg.first + program.spec.chunk_steps)
-        runs = [dataclasses.replace(self.group[m].spec,
-                                    learning_rate=phase_learning_rate(
-                                        self.sched, self.group[m].spec.learning_rate,
-                                        seg.batch_size)) for m in cohort.members]
+        runs = [dataclasses.replace(self.group[m].spec, learning_rate=phase_learning_rate(
+            self.sched, self.group[m].spec.learning_rate, seg.batch_size)) for m in cohort.members]
         for m in cohort.members:
             if not self.tracks[m].path or self.tracks[m].path[-1][2] != seg.batch_size:
                 self.tracks[m].path.append([seg.steps_before, seg.examples_before, seg.batch_size])
-        last: dict[str, Any] = {}
-        rows_now: dict[int, list[dict]] = {m: [] for m in cohort.members}
+        members = [self.group[m] for m in cohort.members]
+        mode = "new" if cohort.source is None else "append"
+        sinks = self.session.sinks(members, self.arith, mode, self._count(seg), self.bar)
+        ctx = self.session.context
+        start = self._start(program, cohort, runs)
+        start.wall_s = time.perf_counter() - self.started
+        try:
+            done = run_group(program, start, ctx.data, ctx.eval_data, sinks, until=end)
+        except BaseException:
+            close_all(sinks)
+            raise
+        self.compile_s += done.compile_s
+        return self._next(cohort, end, self._fold(cohort, seg, done, sinks[0].written), done)
 
-        def on_records(records: list[list[dict]], wall_s: float) -> None:
-            full: list[list[dict]] = [[] for _ in self.group]
-            for m, rows in zip(cohort.members, records):
-                for row in rows:
-                    own = row["step"]
-                    row["step"], row["examples"] = seg.step(own), seg.examples(own)
-                    row["tokens"] = (None if self.tokens_per_example is None
-                                     else row["examples"] * self.tokens_per_example)
-                full[m] = rows
-                rows_now[m] += rows
-            writer(full, time.perf_counter() - self.started)
-            bar.step(max((r["examples"] for rows in records for r in rows), default=0))
+    def _count(self, seg: Segment) -> Callable[[dict[str, Any]], None]:
+        """A cohort's rows counted in the run's own optimizer steps and examples."""
+        def count(row: dict[str, Any]) -> None:
+            own = row["step"]
+            row["step"], row["examples"] = seg.step(own), seg.examples(own)
+            row["tokens"] = (None if self.tokens_per_example is None
+                             else row["examples"] * self.tokens_per_example)
+        return count
 
-        def on_end(rs: RunState, packing: Packing) -> None:
-            last["state"], last["slots"] = rs, packing.slots.copy()
-
-        resume = self._resume(program, cohort, runs)
-        results, compile_s = run_group(program, runs, self.data, self.eval_data, on_records,
-                                       self.runs_axis, resume=resume, until=end, on_end=on_end)
-        self.compile_s += compile_s
+    def _fold(self, cohort: _Cohort, seg: Segment, done: GroupEnd,
+              rows: list[list[dict]]) -> list[tuple[int, int]]:
+        """Fold a cohort's results and rows into its runs' tracks; (index, member) of the runs
+        still training at its end."""
         alive = []
-        for i, (m, res) in enumerate(zip(cohort.members, results)):
+        for i, (m, res) in enumerate(zip(cohort.members, done.results)):
             track = self.tracks[m]
             track.steps, track.examples = seg.step(res.steps), seg.examples(res.steps)
             track.status = "diverged" if res.status == "diverged" else track.status
+            track.rows += rows[i]
             if res.status == "running":
                 alive.append((i, m))
-        slot_of = {run: j for j, run in enumerate(last["slots"]) if run != PAD}
-        return self._next(cohort, end, alive, slot_of, last["state"], rows_now)
+        return alive
 
-    def _next(self, cohort: _Cohort, end: int, alive: list[tuple[int, int]],
-              slot_of: dict[int, int], state: RunState, rows_now: dict[int, list[dict]]
+    def _next(self, cohort: _Cohort, end: int, alive: list[tuple[int, int]], done: GroupEnd
               ) -> list[_Cohort]:
         """The cohorts that continue after `end`: a static schedule's next phase; a noise_scale
         cohort split into those that double and those that stay."""
         seg = cohort.segment
         if not alive or end >= self.programs(seg.batch_size)[1].total_steps:
             return []
+        slot_of = {run: j for j, run in enumerate(done.packing.slots) if run != PAD}
+        source = lambda part, stream: (done.state, [slot_of[i] for i, _ in part], stream)
         if self.sched.kind != "noise_scale":
             j = self.static.index(seg)
             if j + 1 >= len(self.static):
                 return []
             nxt = self.static[j + 1]
-            return [_Cohort([m for _, m in alive], nxt,
-                            (state, [slot_of[i] for i, _ in alive], nxt.batch_size))]
-        grow = [(i, m) for i, m in alive if self._wants_to_grow(rows_now[m], seg.batch_size)]
+            return [_Cohort([m for _, m in alive], nxt, source(alive, nxt.batch_size))]
+        grow = [(i, m) for i, m in alive
+                if self._wants_to_grow(self.tracks[m].rows, seg.batch_size)]
         stay = [(i, m) for i, m in alive if (i, m) not in grow]
         out = []
         if stay:
             here = dataclasses.replace(seg, first=end, steps_before=seg.step(end),
                                        examples_before=seg.examples(end))
-            out.append(_Cohort([m for _, m in stay], here, (state, [slot_of[i] for i, _ in stay], 0)))
+            out.append(_Cohort([m for _, m in stay], here, source(stay, 0)))
         if grow:
             batch = 2 * seg.batch_size
             nxt = seg.following(end, batch, self.programs(batch)[1])
             if nxt.end > nxt.first:
-                out.append(_Cohort([m for _, m in grow], nxt,
-                                   (state, [slot_of[i] for i, _ in grow], batch)))
+                out.append(_Cohort([m for _, m in grow], nxt, source(grow, batch)))
         return out
 
     def _wants_to_grow(self, rows: list[dict], batch: int) -> bool:
@@ -192,44 +225,28 @@ class ScheduledGroup:
         return (2 * batch <= self.sched.max and bool(values)
                 and values[-1] > self.sched.multiple * batch)
 
-    def _resume(self, program: GroupProgram, cohort: _Cohort, runs: list) -> Resume | None:
-        """The cohort's first state, cut from its source's (None: the group's very start)."""
+    def _start(self, program: GroupProgram, cohort: _Cohort, runs: list[RunSpec]
+               ) -> start_mod.Start:
+        """The cohort's first state: fresh for the group's first, else cut from its source's
+        (the same batch: every leaf as it was; a larger one: a new segment)."""
+        ctx, runs_axis = self.session.context, self.session.p.runs_axis
         if cohort.source is None:
-            return None
+            return start_mod.fresh(program, runs, ctx.data, ctx.eval_data, runs_axis)
         state, slots, stream = cohort.source
-        n = len(slots)
-        width = width_for(n, self.runs_axis)  # powers of two: cohorts reuse compiled chunks
-        take = np.asarray(slots + [slots[0]] * (width - n))
-        pad = np.arange(width) >= n
-        lrs = np.asarray([r.learning_rate for r in runs] + [runs[0].learning_rate] * (width - n))
-        seg = cohort.segment
-        if stream == 0:  # the same batch: every leaf as it was, the slots cut
-            rs = program.take(state, take, pad)
-        else:
-            rs = program.start_from(state, take, pad, lrs, seg.first, stream, carry_noise=True)
-        packing = Packing(n, width, program.spec.repack, self.runs_axis)
-        return Resume(rs, packing, seg.first, 0.0, (np.ones(width, bool), packing.slots.copy()))
+        return start_mod.from_slots(program, state, slots, runs, cohort.segment.first, runs_axis,
+                                    stream=stream, carry_noise=True, same_program=stream == 0)
+
+
+def _no_count(row: dict[str, Any]) -> None:
+    """Rows are counted by each cohort's writer; the group's final writer only finishes."""
 
 
 def phase_spec(spec: GroupSpec) -> GroupSpec:
     """A phase's program: no targets (a scheduled run trains its whole budget)."""
-    return dataclasses.replace(spec, targets=(), stop_at_targets=False)
+    return spec.replace(stopping={"targets": (), "stop_at_targets": False})
 
 
-def train(cfg: Config, out: Path, sched: BatchScheduleConfig, group: list[PlannedRun],
-          programs: Callable[[int], tuple[GroupProgram, Arithmetic]], task: Task, data: Any,
-          eval_data: Any, runs_axis: int, budget: int, arith: Arithmetic, shown: str,
-          on_records: OnRecords | None, trackers: list[Tracker]) -> list[dict[str, Any]]:
+def train(session: Host, sched: BatchScheduleConfig, group: list[PlannedRun],
+          arith: Arithmetic) -> list[dict[str, Any]]:
     """Train one scheduled group into its run folders; the summaries."""
-    trainer = ScheduledGroup(cfg, sched, group, programs, task, data, eval_data, runs_axis,
-                             budget)
-    bar = progress.GroupProgress(shown, f"schedule {sched.label}: {len(group)} runs", budget, 1,
-                                 len(group), unit="example")
-    writer = Writer(cfg, out, group, arith, task, lambda _: None, on_records, None, trackers)
-    try:
-        return trainer.train(writer, bar)
-    except BaseException:
-        writer.close()
-        raise
-    finally:
-        bar.close()
+    return ScheduledGroup(session, sched, group, arith).train()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from scaling import config as config_mod
 from scaling.config import BatchScheduleConfig, Config
 from scaling.config.learning_rates import scaled_lr
-from scaling.sweep.plan import Arithmetic, for_config
+from scaling.config.arithmetic import Arithmetic, for_config
 from scaling.tasks import task_class
 
 

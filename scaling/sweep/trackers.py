@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from scaling import store
 from scaling.config import Config
 from scaling.config.schema import WandbConfig
+from scaling.train.sinks import Records, Sink
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,39 @@ def open_trackers(cfg: Config, out: Path) -> list[Tracker]:
     if cfg.log.wandb.project is not None:
         trackers.append(WandB(cfg.log.wandb, cfg.name, out))
     return trackers
+
+
+class TrackerSink(Sink):
+    """A group's runs to the trackers: started with the group (afresh, or at a checkpoint's
+    step when it resumes; not again for a schedule's next cohort, `mode` append), fed each
+    chunk's counted rows, finished with their summaries."""
+
+    def __init__(self, trackers: list[Tracker], run_ids: list[str],
+                 configs: list[dict[str, Any]], mode: str = "new") -> None:
+        self.trackers, self.run_ids, self.configs, self.mode = trackers, run_ids, configs, mode
+
+    def start(self, first_step: int) -> None:
+        if self.mode == "append":
+            return
+        resume_step = first_step if self.mode == "resume" else None
+        for tracker in self.trackers:
+            for run_id, config in zip(self.run_ids, self.configs):
+                tracker.start(run_id, config, resume_step)
+
+    def rows(self, records: Records, wall_s: float, running: int) -> None:
+        for tracker in self.trackers:
+            for run_id, rows in zip(self.run_ids, records):
+                if rows:
+                    tracker.log(run_id, rows)
+
+    def finish(self, summaries: list[dict[str, Any]]) -> None:
+        for tracker in self.trackers:
+            for run_id, summary in zip(self.run_ids, summaries):
+                tracker.finish(run_id, summary)
+
+    def close(self) -> None:
+        for tracker in self.trackers:
+            tracker.close()
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:

@@ -15,7 +15,6 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +24,14 @@ import numpy as np
 
 from scaling.tasks.storage import file_sha256, write_atomically
 from scaling.train.mesh import is_leader
-from scaling.train.program import GroupProgram, RunState
+from scaling.train.program import GroupProgram
 from scaling.train.repack import Packing
+from scaling.train.spec import RunSpec
+from scaling.train.start import Start
+from scaling.train.step import RunState
 
 log = logging.getLogger(__name__)
 KEEP = 2  # checkpoints kept while a group trains: the newest, and one to fall back on
-
-
-@dataclass
-class Resume:
-    """Where a group continues: its state after step `first_step`, as the loop held it then.
-
-    `seen` is the last chunk's (running, slots): its rows are already written, and the packing
-    folds it in after the next chunk is dispatched, as an uninterrupted group would.
-    """
-
-    rs: RunState
-    packing: Packing
-    first_step: int
-    wall_s: float
-    seen: tuple[np.ndarray, np.ndarray] | None
 
 
 class GroupCheckpoints:
@@ -97,10 +84,10 @@ class GroupCheckpoints:
             self._prune()
         self.last = time.perf_counter()
 
-    def restore(self, program: GroupProgram, data: Any, eval_data: Any,
-                step: int | None = None) -> Resume | None:
-        """The newest checkpoint whose files are intact (or the one at `step`), restored; None
-        to start from step 0 (or when the one at `step` is missing or damaged)."""
+    def restore(self, program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
+                step: int | None = None) -> Start | None:
+        """The group of `runs` from the newest checkpoint whose files are intact (or the one at
+        `step`); None to start from step 0 (or when the one at `step` is missing or damaged)."""
         metas = sorted(self.folder.glob("step_*.json"), key=_step, reverse=True)
         for meta_path in [m for m in metas if step is None or _step(m) == step]:
             try:
@@ -120,8 +107,8 @@ class GroupCheckpoints:
                 continue
             seen = meta["seen"]
             self.last = time.perf_counter()
-            return Resume(rs, packing, int(meta["step"]), float(meta["wall_s"]),
-                          (np.asarray(seen[0], bool), np.asarray(seen[1], np.int64)))
+            return Start(runs, rs, packing, int(meta["step"]), float(meta["wall_s"]),
+                         (np.asarray(seen[0], bool), np.asarray(seen[1], np.int64)))
         return None
 
     def finish(self) -> None:

@@ -1,22 +1,25 @@
-"""The host side of a group: dispatch chunks, hand their metrics on, repack, stop.
+"""The host side of a group: dispatch chunks, hand their rows to the sinks, repack, stop.
 
-One device-to-host read per chunk, one chunk behind the device, so the device never waits
-on the host.
+One device-to-host read per chunk, one chunk behind the device, so the device never waits on
+the host. A group begins from a `Start` (scaling.train.start) and ends as a `GroupEnd`.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Sequence
 
 import jax
 import numpy as np
 
-from scaling.train.checkpoint import GroupCheckpoints, Resume
+from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.program import GroupProgram
 from scaling.train.repack import PAD, Packing
-from scaling.train.spec import RunSpec, Status
+from scaling.train.sinks import Sink, rows_all, start_all
+from scaling.train.spec import Status
+from scaling.train.start import Start
+from scaling.train.step import RunState
 from scaling.train.stream import HostStream
 
 
@@ -28,117 +31,125 @@ class RunResult:
     steps: int
 
 
-def run_group(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
-              on_records: Callable[[list[list[dict]], float], None],
-              runs_axis: int = 1, stream: HostStream | None = None,
-              checkpoints: GroupCheckpoints | None = None, resume: Resume | None = None,
-              on_running: Callable[[int], None] | None = None,
-              until: int | None = None,
-              on_end: Callable[[Any, Packing], None] | None = None
-              ) -> tuple[list[RunResult], float]:
-    """Train a group to the end; `on_records(records_per_run, wall_s)` is called once per chunk.
+@dataclass
+class GroupEnd:
+    """A group that stopped: each run's result, the compile seconds of the chunk programs it
+    ran, its training seconds (the chunks from the first dispatch to the last rows read,
+    compilation on this thread left out), and its last state (to continue it elsewhere)."""
 
-    The next chunk is dispatched before the previous chunk's metrics are read, so the device
-    never waits on the host. With spec.repack, the state shrinks to the runs still running when
-    they fit a smaller width (scaling.train.repack). With a `stream` (data.placement: host) each
-    chunk's batches come from it instead of `data`. With `checkpoints`, the state is saved at
-    the chunk boundaries where one is due (its rows written first, so the files and the state
-    agree); `resume` continues from one, or from any state built like one (a branch, a
-    schedule's next phase: GroupProgram.start_from). `on_running(n)` hears how many runs still
-    train after each chunk the host reads. `until` ends the group before that step (default:
-    the spec's total steps); runs still training then end with status "running", and
-    `on_end(state, packing)` receives the group's last state (to continue it at another batch
-    size: a schedule's next phase). Returns the results and the compile seconds of the chunk
-    programs this group ran.
+    results: list[RunResult]
+    compile_s: float
+    train_s: float
+    state: RunState
+    packing: Packing
+
+
+def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
+              sinks: Sequence[Sink], stream: HostStream | None = None,
+              checkpoints: GroupCheckpoints | None = None, until: int | None = None) -> GroupEnd:
+    """Train a group from `start` until its runs stop, or until step `until` (runs still
+    training then end with status "running").
+
+    With spec.repack, the state shrinks to the runs still running when they fit a smaller
+    width (scaling.train.repack). With a `stream` (data.placement: host) each chunk's batches
+    come from it. With `checkpoints`, the state is saved at the chunk boundaries where one is
+    due, its rows written first so the files and the state agree.
     """
-    spec = program.spec
-    if resume is None:
-        rs, packing, pending, first_step, start = _start(program, runs, data, eval_data,
-                                                         on_records, runs_axis)
-    else:
-        rs, packing, first_step = resume.rs, resume.packing, resume.first_step
-        pending, start = _Seen(*resume.seen), time.perf_counter() - resume.wall_s
-    padded = runs + [runs[-1]] * (len(packing.slots) - len(runs))
+    spec, packing, rs = program.spec, start.packing, start.state
+    clock = _Clock(program, start.wall_s)
+    start_all(sinks, start.first_step)
+    pending: _Chunk | None = None
+    if start.first_rows is not None:
+        _Chunk(start.first_rows, packing.slots).write(packing, clock, sinks)
+    elif start.seen is not None:
+        pending = _Chunk(None, start.seen[1], start.seen[0])
+    seeds = [r.seed for r in start.runs]
     keys: set = set()
-
-    def fold(chunk: _Seen | _Pending) -> bool:
-        """Fold in which slots still ran at the chunk's end (its rows written first if they are
-        not yet); True when every real run has stopped."""
-        if isinstance(chunk, _Pending):
-            chunk = chunk.write(packing, start, on_records)
-        stopped = packing.update(chunk.running, chunk.slots)
-        if on_running is not None:
-            on_running(int(packing.running.sum()))
-        return stopped
-
     end = spec.total_steps if until is None else min(until, spec.total_steps)
-    for first in range(first_step, end, spec.chunk_steps):
-        cut = packing.plan()
-        if cut is not None:
-            final_view = program.final_view(rs)
-            rs = program.take(rs, *cut)
-            packing.repacked(*cut, final_view)
+    for first in range(start.first_step, end, spec.chunk_steps):
+        rs = _repack(program, rs, packing)
         chunk_data, slots = data, None
         if stream is not None:
             chunk_data = stream.get(first)
-            slots = stream.slots([padded[max(s, 0)].seed for s in packing.slots])
-        rs, rows = program.chunk(rs, chunk_data, eval_data, first, slots, end)
+            slots = stream.slots([seeds[max(s, 0)] for s in packing.slots])
+        rs, rows = clock.chunk(rs, chunk_data, eval_data, first, slots, end)
         keys.add(program.compile_key(len(packing.slots), chunk_data))
-        if pending is not None and fold(pending):
+        if pending is not None and pending.fold(packing, clock, sinks):
             pending = None
             break
-        pending = _Pending(rows, packing.slots)
-        if checkpoints is not None and first + spec.chunk_steps < end \
-                and checkpoints.due(first + spec.chunk_steps):
-            pending = pending.write(packing, start, on_records)
-            if not pending.running[pending.slots != PAD].any():
-                fold(pending)
+        pending = _Chunk(rows, packing.slots)
+        after = first + spec.chunk_steps
+        if checkpoints is not None and after < end and checkpoints.due(after):
+            pending.write(packing, clock, sinks)
+            if pending.all_stopped():
+                pending.fold(packing, clock, sinks)
                 pending = None
                 break
-            checkpoints.save(rs, packing, first + spec.chunk_steps, time.perf_counter() - start,
-                             (pending.running, pending.slots))
+            checkpoints.save(rs, packing, after, clock.wall(), (pending.running, pending.slots))
     if pending is not None:
-        fold(pending)
-    if on_end is not None:
-        on_end(rs, packing)
+        pending.fold(packing, clock, sinks)
     final = packing.final(program.final_view(rs))
-    return [_result(final, i) for i in range(len(runs))], sum(program.compile_s[k] for k in keys)
+    results = [RunResult(Status(int(final["status"][i])).label, int(final["steps"][i]))
+               for i in range(packing.num_runs)]
+    return GroupEnd(results, sum(program.compile_s[k] for k in keys), clock.train_s(), rs,
+                    packing)
 
 
-def _start(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
-           on_records: Callable, runs_axis: int) -> tuple:
-    """A fresh group: every run's first state, its step-0 row written."""
-    pad = (-len(runs)) % runs_axis
-    padded = runs + [runs[-1]] * pad
-    status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * pad)
-    start = time.perf_counter()
-    rs, row0 = program.init(padded, status, data, eval_data)
-    packing = Packing(len(runs), len(padded), program.spec.repack, runs_axis)
-    on_records(packing.records(jax.device_get(row0), packing.slots), time.perf_counter() - start)
-    return rs, packing, None, 0, start
+def _repack(program: GroupProgram, rs: RunState, packing: Packing) -> RunState:
+    """The state cut to the runs still running, when the packing says so."""
+    cut = packing.plan()
+    if cut is None:
+        return rs
+    final_view = program.final_view(rs)
+    packing.repacked(*cut, final_view)
+    return program.take(rs, *cut)
 
 
-@dataclass
-class _Seen:
-    """A chunk whose rows are written; which of its slots still ran is folded in later."""
+class _Clock:
+    """The group's wall seconds (from `wall_s` already spent, as a resumed group counts), and
+    its training seconds: the loop's time less the time this thread spent compiling chunks."""
 
-    running: np.ndarray
-    slots: np.ndarray
+    def __init__(self, program: GroupProgram, wall_s: float) -> None:
+        self.program = program
+        self.began = time.perf_counter()
+        self.offset = wall_s
+        self.compiling = 0.0
+
+    def chunk(self, rs: RunState, *args: Any) -> tuple[RunState, dict]:
+        before = self.program.compile_wait_s
+        out = self.program.chunk(rs, *args)
+        self.compiling += self.program.compile_wait_s - before
+        return out
+
+    def wall(self) -> float:
+        return self.offset + time.perf_counter() - self.began
+
+    def train_s(self) -> float:
+        return max(time.perf_counter() - self.began - self.compiling, 0.0)
 
 
-@dataclass
-class _Pending:
-    """A dispatched chunk whose metrics the host has not read yet."""
+class _Chunk:
+    """A dispatched chunk: its rows (device values until read) and the slots they belong to;
+    once read, which of its slots still ran at its end."""
 
-    rows: dict
-    slots: np.ndarray
+    def __init__(self, rows: Any, slots: np.ndarray, running: np.ndarray | None = None) -> None:
+        self.rows, self.slots, self.running = rows, slots, running
 
-    def write(self, packing: Packing, start: float, on_records: Callable) -> _Seen:
-        """Read the chunk's metrics (waiting for it) and hand them to the host."""
+    def write(self, packing: Packing, clock: _Clock, sinks: Sequence[Sink]) -> None:
+        """Read the chunk's rows (waiting for it) and hand them to the sinks, once."""
+        if self.running is not None:
+            return
         rows = jax.device_get(self.rows)
-        on_records(packing.records(rows, self.slots), time.perf_counter() - start)
-        return _Seen(np.asarray(rows["status"])[-1] == Status.RUNNING, self.slots)
+        status = np.asarray(rows["status"])
+        self.running = (status[-1] if status.ndim > 1 else status) == Status.RUNNING
+        records = packing.records(rows, self.slots)
+        rows_all(sinks, records, clock.wall(), int(self.running[self.slots != PAD].sum()))
 
+    def all_stopped(self) -> bool:
+        return not self.running[self.slots != PAD].any()
 
-def _result(final: dict, i: int) -> RunResult:
-    return RunResult(Status(int(final["status"][i])).label, int(final["steps"][i]))
+    def fold(self, packing: Packing, clock: _Clock, sinks: Sequence[Sink]) -> bool:
+        """Write the rows if not yet, fold in which slots still ran; True when every run has
+        stopped."""
+        self.write(packing, clock, sinks)
+        return packing.update(self.running, self.slots)

@@ -45,12 +45,12 @@ def step_gradient(spec: GroupSpec, per_example_loss: Callable, mesh: Mesh, param
     With gns.every = N > 1, steps between measurements take the plain (ungrouped) gradient
     through a lax.cond; the step counter is shared by the group, so the cond stays a branch.
     """
-    metric, seen = preconditioner(opt_state) if spec.preconditioned else (None, True)
+    metric, seen = preconditioner(opt_state) if spec.noise.preconditioned else (None, True)
     valid = jnp.stack([jnp.asarray(True), seen])[:spec.gns_metrics]
     grad = lambda layout: batch_gradient(per_example_loss, params, batch, weights, layout, mesh, metric)
-    if spec.gns_every == 1 or not spec.measures:
+    if spec.noise.every == 1 or not spec.measures:
         return grad(spec.layout), valid
-    now = step % spec.gns_every == 0
+    now = step % spec.noise.every == 0
     plain = spec.layout.plain()
     out = grad(spec.layout) if plain == spec.layout else jax.lax.cond(
         now, lambda: grad(spec.layout), lambda: grad(plain))
@@ -64,7 +64,7 @@ def add_step(spec: GroupSpec, noise: NoiseState, out: GradOut, valid: jax.Array)
     g2, trace = gns.unbiased_estimates(out.sq_small, out.sq_big, spec.layout.b_small, spec.batch_size)
     valid = valid & out.full
     # One measurement per gns.every steps: decay**every per measurement spans the same steps.
-    ema = gns.ema_update(noise.ema, g2, trace, spec.ema_decay ** spec.gns_every, valid)
+    ema = gns.ema_update(noise.ema, g2, trace, spec.noise.ema_decay ** spec.noise.every, valid)
     return noise._replace(ema=ema, sums=noise.sums + jnp.where(valid, jnp.stack([g2, trace]), 0.0),
                           counts=noise.counts + valid)
 
@@ -76,10 +76,10 @@ def hessian_probe(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array,
     size = spec.batch_size
 
     def draw(key: jax.Array) -> Any:
-        if spec.num_train is None:
+        if spec.data.num_train is None:
             return task.sample(key, size, data)
         index_key, augment_key = jax.random.split(key)
-        idx = jax.random.randint(index_key, (size,), 0, spec.num_train)
+        idx = jax.random.randint(index_key, (size,), 0, spec.data.num_train)
         return task.augment(augment_key, jax.tree.map(lambda a: a[idx], data))
 
     key = jax.random.fold_in(jax.random.fold_in(data_key, 0x7FFFFFFF), point)
@@ -95,13 +95,13 @@ def hessian_update(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array
     """At Hessian points (`now`, shared by the group so the cond stays a branch), fold
     G^T H G and tr(H Sigma) of the runs recorded `here` into their own moving averages; also
     returns this point's raw estimate (NaN where none was taken). No-op without hessian_every."""
-    if not spec.hessian_every:
+    if not spec.noise.hessian_every:
         return noise, None
     nan = jnp.float32(jnp.nan)
     est = jax.lax.cond(now, lambda: hessian_probe(spec, task, params, data_key, data, point),
                        lambda: gns.HessianEstimate(nan, nan, nan, nan))
     ok = now & here & jnp.isfinite(est.ghg) & jnp.isfinite(est.trace_h_sigma)
-    ema = gns.ema_update(noise.hessian_ema, est.ghg, est.trace_h_sigma, spec.ema_decay, ok)
+    ema = gns.ema_update(noise.hessian_ema, est.ghg, est.trace_h_sigma, spec.noise.ema_decay, ok)
     return noise._replace(hessian_ema=ema), jax.tree.map(lambda v: jnp.where(ok, v, nan), est)
 
 
@@ -114,10 +114,10 @@ def record(spec: GroupSpec, noise: NoiseState,
     interval = jnp.where(noise.counts > 0, noise.sums / jnp.maximum(noise.counts, 1.0), jnp.nan)
     out = dict(gns_g2=value.g2[0], gns_trace_sigma=value.trace_sigma[0], b_simple=value.b_simple[0],
                gns_g2_interval=interval[0, 0], gns_trace_sigma_interval=interval[1, 0])
-    if spec.preconditioned:
+    if spec.noise.preconditioned:
         out.update(gns_g2_precond=value.g2[1], gns_trace_sigma_precond=value.trace_sigma[1],
                    b_simple_precond=value.b_simple[1])
-    if spec.hessian_every:
+    if spec.noise.hessian_every:
         h = gns.ema_value(noise.hessian_ema)  # fields: g2 holds G^T H G, trace_sigma tr(H Sigma)
         out.update(b_noise=h.b_simple, eps_max=value.g2[0] / h.g2)
         if hessian_point is not None:

@@ -12,58 +12,26 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from scaling.config.names import HYPERPARAMS
-from scaling.config.targets import EMA_SUFFIX
 from scaling.tasks.base import Task
-from scaling.train import measure, precision, reach, throughput
-from scaling.train.measure import NoiseState
-from scaling.train.optimizers import make_optimizer, set_learning_rate
-from scaling.train.reach import ReachState, Schedule
-from scaling.train.schedules import lr_multiplier
+from scaling.train import measure, reach, throughput
+from scaling.train.reach import Schedule
 from scaling.train.spec import GroupSpec, RunSpec, Status
+from scaling.train.step import RunState, RunStep
 
 
-# Folded into a run's data key for augmentation, apart from the epoch permutations' keys.
-AUGMENT_STREAM = 0x41554721
-
-
-class RunState(NamedTuple):
-    """One run's whole state; every leaf has the runs axis first once vmapped."""
-
-    params: Any
-    opt_state: Any
-    base_lr: jax.Array
-    data_key: jax.Array
-    perm: jax.Array
-    steps: jax.Array
-    status: jax.Array
-    start_loss: jax.Array
-    loss_sum: jax.Array
-    loss_count: jax.Array
-    noise: NoiseState
-    reach: ReachState
-    ema_params: Any  # the parameters' moving average before bias correction (None: off)
-
-
-class GroupProgram:
+class GroupProgram(RunStep):
     """The compiled init and chunk functions for one GroupSpec on one mesh."""
 
     def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
-        self.task, self.spec, self.mesh = task, spec, mesh
-        self.tx_factory = make_optimizer(spec.optimizer)
-        self.metric_names = tuple(m for m in task.metrics if m != "train_loss")
-        self.loss, self.evaluate = precision.in_compute_dtype(task.per_example_loss,
-                                                              task.evaluate, spec.precision)
-        self.schedule = reach.schedule(spec.eval_points, spec.total_steps + spec.chunk_steps + 1,
-                                       spec.hessian_every, spec.reach)
+        super().__init__(task, spec, mesh)
         self._init = jax.jit(self._init_fn)
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
@@ -75,122 +43,8 @@ class GroupProgram:
         self.compiled: dict[Any, Callable] = {}
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
+        self.compile_wait_s = 0.0  # seconds chunk() spent compiling, or waiting for a compile
         self._model_flops: tuple[float | None] | None = None  # model_flops, once counted
-
-    # ------------------------------------------------------------ per-run pieces (vmapped)
-    def _tx(self, hparams: dict[str, jax.Array]) -> optax.GradientTransformation:
-        return optax.inject_hyperparams(self.tx_factory)(**hparams)
-
-    def new_perm(self, key: jax.Array, epoch: jax.Array) -> jax.Array:
-        """This epoch's order, padded (or cut, with drop_last) to steps_per_epoch x batch."""
-        spec = self.spec
-        perm = jax.random.permutation(jax.random.fold_in(key, epoch), spec.num_train)
-        length = spec.steps_per_epoch * spec.batch_size
-        if length > spec.num_train:
-            perm = jnp.concatenate([perm, jnp.zeros(length - spec.num_train, perm.dtype)])
-        return perm[:length]
-
-    def _batch(self, rs: RunState, data: Any, step: jax.Array, slot: jax.Array
-               ) -> tuple[Any, jax.Array]:
-        """This step's examples and their weights (0 pads a kept partial last batch).
-
-        On the device the examples are gathered from the whole set by the run's permutation;
-        host-streamed, `data` holds this step's batch of each seed and `slot` picks the run's.
-        """
-        spec, size = self.spec, self.spec.batch_size
-        if spec.num_train is None and self.task.draws_means:
-            groups, group_size = spec.layout.num_groups, spec.layout.group_size
-            means = self.task.sample_means(jax.random.fold_in(rs.data_key, step), groups,
-                                           group_size, data)
-            return means, jnp.full(groups, group_size, jnp.float32)
-        if spec.num_train is None:
-            return (self.task.sample(jax.random.fold_in(rs.data_key, step), size, data),
-                    jnp.ones(size))
-        start = (step % spec.steps_per_epoch) * size
-        weights = (start + jnp.arange(size) < spec.num_train).astype(jnp.float32)
-        if spec.host_data:
-            batch = jax.tree.map(lambda a: a[slot], data)
-        else:
-            idx = jax.lax.dynamic_slice(rs.perm, (start,), (size,))
-            batch = jax.tree.map(lambda a: a[idx], data)
-        key = jax.random.fold_in(jax.random.fold_in(rs.data_key, AUGMENT_STREAM), step)
-        return self.task.augment(key, batch), weights
-
-    def _evaluate(self, rs: RunState, eval_data: Any) -> dict[str, jax.Array]:
-        """The task's metrics of the parameters, and of their moving average with eval.ema_decay."""
-        metrics = self.evaluate(rs.params, eval_data)
-        out = {k: metrics[k].astype(jnp.float32) for k in self.metric_names}
-        if self.spec.param_ema is not None:
-            averaged = self.evaluate(ema_params(rs, self.spec.param_ema), eval_data)
-            out.update({k + EMA_SUFFIX: averaged[k].astype(jnp.float32) for k in self.metric_names})
-        return out
-
-    def _init_run(self, seed: jax.Array, hparams: dict[str, jax.Array], data: Any, eval_data: Any
-                  ) -> tuple:
-        init_key, data_key = jax.random.split(jax.random.key(seed))
-        params = self.task.init(init_key)
-        opt_state = self._tx(hparams).init(params)
-        spec = self.spec
-        zero, no_steps = jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
-        rs = RunState(
-            params=params, opt_state=opt_state, base_lr=hparams["learning_rate"],
-            data_key=data_key, perm=jnp.zeros(self._perm_length, jnp.int32), steps=no_steps,
-            status=jnp.full((), Status.RUNNING, jnp.int32), start_loss=zero, loss_sum=zero,
-            loss_count=zero, noise=measure.init(spec),
-            reach=reach.init(len(spec.targets), len(spec.eval_points), spec.reach),
-            ema_params=None if spec.param_ema is None else jax.tree.map(jnp.zeros_like, params))
-        return self._after_eval(rs, data, eval_data, self.schedule, jnp.zeros((), jnp.int32),
-                                jnp.asarray(spec.total_steps == 0), jnp.asarray(False))
-
-    def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array,
-                    slot: jax.Array) -> RunState:
-        spec = self.spec
-        batch, weights = self._batch(rs, data, step, slot)
-        out, valid = measure.step_gradient(spec, self.loss, self.mesh, rs.params,
-                                           rs.opt_state, batch, weights, step)
-        lr = rs.base_lr * lr_multiplier(spec.schedule, step, spec.total_steps, spec.warmup_steps,
-                                        spec.final_fraction)
-        opt_state = set_learning_rate(rs.opt_state, lr)
-        tx = self._tx(dict(opt_state.hyperparams))
-        updates, opt_state = tx.update(out.grad, opt_state, rs.params)
-        params = optax.apply_updates(rs.params, updates)
-        finite = jnp.isfinite(out.loss)
-        noise = measure.add_step(spec, rs.noise, out, valid & live & finite)
-        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(live, n, o), new, old)
-        averaged = rs.ema_params
-        if spec.param_ema is not None:
-            d = spec.param_ema
-            averaged = keep(jax.tree.map(lambda a, p: d * a + (1 - d) * p, averaged, params), averaged)
-        return rs._replace(
-            params=keep(params, rs.params), opt_state=keep(opt_state, rs.opt_state),
-            ema_params=averaged,
-            steps=rs.steps + live, status=jnp.where(live & ~finite, Status.DIVERGED, rs.status),
-            loss_sum=rs.loss_sum + jnp.where(live, out.loss, 0.0), loss_count=rs.loss_count + live,
-            noise=noise)
-
-    def _after_eval(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
-                    point: jax.Array, is_last: jax.Array, hessian: jax.Array
-                    ) -> tuple[RunState, dict[str, jax.Array]]:
-        """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
-        spec = self.spec
-        metrics = self._evaluate(rs, eval_data)
-        here = (rs.steps == point) & (rs.status == Status.RUNNING)
-        noise, hessian_point = measure.hessian_update(
-            spec, self.task, rs.params, rs.data_key, rs.noise, data, point, hessian, here)
-        start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
-        targets = reach.update(rs.reach, spec.reach, spec.targets, metrics, point,
-                               sched.index[point], sched, here)
-        status = next_status(spec, rs.status, metrics["eval_loss"], start_loss, here, is_last,
-                             reach.all_settled(targets))
-        row = dict(metrics, step=rs.steps, recorded=here, status=status, lr=opt_lr(rs),
-                   train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1),
-                                        jnp.nan),
-                   **measure.record(spec, noise, hessian_point))
-        reset = lambda x: jnp.where(here, jnp.zeros_like(x), x)
-        rs = rs._replace(status=status, start_loss=start_loss, reach=targets,
-                         noise=measure.new_interval(noise, here), loss_sum=reset(rs.loss_sum),
-                         loss_count=reset(rs.loss_count))
-        return rs, row
 
     # ------------------------------------------------------------ group-level (compiled)
     def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
@@ -221,11 +75,11 @@ class GroupProgram:
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
             live = (rs.status == Status.RUNNING) & (step < end)
             step_data = data
-            if spec.host_data:
+            if spec.data.host_data:
                 step_data = jax.tree.map(lambda a: a[:, step - first_step], data)
-            elif spec.num_train is not None:
-                epoch = step // spec.steps_per_epoch
-                perm = jax.lax.cond(step % spec.steps_per_epoch == 0,
+            elif spec.data.num_train is not None:
+                epoch = step // spec.data.steps_per_epoch
+                perm = jax.lax.cond(step % spec.data.steps_per_epoch == 0,
                                     lambda: self._vmap(self.new_perm, (0, None))(rs.data_key, epoch),
                                     lambda: rs.perm)
                 rs = rs._replace(perm=perm)
@@ -257,8 +111,8 @@ class GroupProgram:
             data_key = jax.vmap(jax.random.fold_in, (0, None))(data_key, stream)
         if stream or perm.shape[1] != self._perm_length:
             perm = jnp.zeros((width, self._perm_length), jnp.int32)
-            if spec.num_train and not spec.host_data:
-                perm = self._vmap(self.new_perm, (0, None))(data_key, step // spec.steps_per_epoch)
+            if spec.data.num_train and not spec.data.host_data:
+                perm = self._vmap(self.new_perm, (0, None))(data_key, step // spec.data.steps_per_epoch)
         zero = jnp.zeros(width, jnp.float32)
         diverged = jnp.where(src.status == Status.DIVERGED, Status.DIVERGED, Status.RUNNING)
         return self._shard_runs(src._replace(
@@ -266,14 +120,7 @@ class GroupProgram:
             status=jnp.where(pad, Status.PADDING, diverged).astype(jnp.int32),
             loss_sum=zero, loss_count=zero,
             noise=src.noise if carry_noise else fresh(measure.init(spec)),
-            reach=fresh(reach.init(len(spec.targets), len(spec.eval_points), spec.reach))))
-
-    @property
-    def _perm_length(self) -> int:
-        """A run's permutation: one epoch of indices on the device, else a placeholder."""
-        spec = self.spec
-        on_device = spec.num_train and not spec.host_data
-        return spec.steps_per_epoch * spec.batch_size if on_device else 1
+            reach=fresh(reach.init(len(spec.stopping.targets), len(spec.eval_points), spec.stopping.reach))))
 
     def _shard_runs(self, rs: RunState) -> RunState:
         """Every state leaf has the runs axis first; pinning it keeps one compiled chunk valid."""
@@ -297,7 +144,7 @@ class GroupProgram:
         if self._model_flops is None:
             key, size = jax.random.key(0), self.spec.batch_size
             params = jax.eval_shape(self.task.init, key)
-            if self.spec.num_train is None:  # drawn by the task (as _batch draws them)
+            if self.spec.data.num_train is None:  # drawn by the task (as _batch draws them)
                 batch = jax.eval_shape(lambda k: self.task.sample(k, size, data), key)
             else:
                 batch = {k: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype)
@@ -346,14 +193,16 @@ class GroupProgram:
         args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
                 jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32))
         key = self.compile_key(width, data)
-        self._compile(key, args)
+        began = time.perf_counter()
+        self._compile(key, args)  # or wait for the compile started ahead on another thread
+        self.compile_wait_s += time.perf_counter() - began
         self.chunks_at[key] = self.chunks_at.get(key, 0) + 1
         return self.compiled[key](*args)
 
     def compile_key(self, width: int, data: Any) -> Any:
         """What a compiled chunk is specific to: its width, and host-streamed the number of
         seeds whose batches it receives."""
-        if not self.spec.host_data:
+        if not self.spec.data.host_data:
             return width
         return width, int(jax.tree.leaves(data)[0].shape[0])
 
@@ -394,28 +243,4 @@ class GroupProgram:
                 jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32),
                 jax.ShapeDtypeStruct((width,), jnp.int32))
 
-
-def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,
-                here: jax.Array, is_last: jax.Array, all_hit: jax.Array) -> jax.Array:
-    """A run recorded `here`: diverged (loss not finite, or above divergence_factor x its start),
-    completed (every target decided reached, when runs stop at targets; or at the end with
-    every target, or no targets), out of budget at the end, or still running."""
-    blown = ~jnp.isfinite(loss) | (loss > spec.divergence_factor * start_loss)
-    status = jnp.where(here & blown, Status.DIVERGED, status)
-    done_targets = here & all_hit & spec.stop_at_targets & (status == Status.RUNNING)
-    status = jnp.where(done_targets, Status.COMPLETED, status)
-    at_end = here & is_last & (status == Status.RUNNING)
-    status = jnp.where(at_end & (all_hit | (len(spec.targets) == 0)), Status.COMPLETED, status)
-    return jnp.where(at_end & (status == Status.RUNNING), Status.BUDGET_EXHAUSTED, status)
-
-
-def opt_lr(rs: RunState) -> jax.Array:
-    return rs.opt_state.hyperparams["learning_rate"].astype(jnp.float32)
-
-
-def ema_params(rs: RunState, decay: float) -> Any:
-    """The bias-corrected moving average of the parameters (the parameters before any step)."""
-    correction = 1.0 - decay ** rs.steps.astype(jnp.float32)
-    return jax.tree.map(lambda a, p: jnp.where(rs.steps > 0, a / jnp.maximum(correction, 1e-30), p),
-                        rs.ema_params, rs.params)
 

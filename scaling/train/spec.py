@@ -6,12 +6,15 @@ jax-free, so planning, progress tables and the store can name these without impo
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scaling.config import Config, ConfigError, parse_target
+from scaling.config.arithmetic import Arithmetic, for_config
 from scaling.config.targets import Reach
 
 
@@ -86,56 +89,109 @@ class GroupLayout:
 
 
 @dataclass(frozen=True)
-class GroupSpec:
-    """Everything that shapes the compiled program; runs in one group share all of it."""
+class DataSpec:
+    """How each step's batch is drawn: its size and cut, and the epoch arithmetic of finite data."""
 
     batch_size: int
     layout: GroupLayout
-    optimizer: str
-    total_steps: int
-    chunk_steps: int
-    schedule: str
-    warmup_steps: int
-    final_fraction: float
-    num_train: int | None
-    drop_last: bool
-    targets: tuple[tuple[str, str, float], ...]
-    divergence_factor: float
-    stop_at_targets: bool
-    measure_gns: bool
-    ema_decay: float
-    hessian_every: int = 0
-    gns_every: int = 1
-    preconditioned: bool = False
-    repack: bool = True
-    reach: Reach = Reach()
-    eval_every: int | None = None
-    points_per_decade: int = 20
-    param_ema: float | None = None  # decay of the parameters' moving average, None: off
+    num_train: int | None  # training-set size; None: the task samples its batches
+    drop_last: bool = False
     host_data: bool = False  # batches arrive per chunk from the host (scaling.train.stream)
-    precision: str = "float32"  # compute dtype of the loss and evaluation (train.precision)
-    eval_at: tuple[int, ...] = ()  # more evaluation steps (a branch's window)
-
-    @property
-    def eval_points(self) -> np.ndarray:
-        points = eval_steps(self.total_steps, self.eval_every, self.points_per_decade)
-        return np.union1d(points, np.asarray(self.eval_at, np.int64)) if self.eval_at else points
-
-    @property
-    def measures(self) -> bool:
-        return self.measure_gns and self.layout.num_groups >= 2
-
-    @property
-    def gns_metrics(self) -> int:
-        """Estimates kept side by side: Euclidean, and Adam's preconditioned metric if asked."""
-        return 2 if self.preconditioned else 1
 
     @property
     def steps_per_epoch(self) -> int | None:
         if self.num_train is None:
             return None
-        div = self.num_train // self.batch_size if self.drop_last else -(-self.num_train // self.batch_size)
-        return max(div, 1)
+        b = self.batch_size
+        return max(self.num_train // b if self.drop_last else -(-self.num_train // b), 1)
+
+
+@dataclass(frozen=True)
+class LRSchedule:
+    """The learning rate's shape over a run (scaling.train.schedules)."""
+
+    name: str = "constant"
+    warmup_steps: int = 0
+    final_fraction: float = 0.0
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """When a run stops before its budget: the targets under a reading rule, and divergence."""
+
+    targets: tuple[tuple[str, str, float], ...] = ()
+    stop_at_targets: bool = True
+    divergence_factor: float = 10.0
+    reach: Reach = Reach()
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """The noise-scale measurement inside the step (scaling.train.measure)."""
+
+    enabled: bool = True
+    ema_decay: float = 0.95
+    hessian_every: int = 0  # B_noise every K evaluation points, 0: off
+    every: int = 1  # measure on every N-th step
+    preconditioned: bool = False  # also in Adam's metric
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """Where evaluations fall (a cadence plus geometric spacing, and extra steps) and whether
+    the parameters' moving average is evaluated too."""
+
+    every: int | None = None
+    points_per_decade: int = 20
+    param_ema: float | None = None  # decay of the parameters' moving average, None: off
+    at: tuple[int, ...] = ()  # more evaluation steps (a branch's window)
+
+    def points(self, total_steps: int) -> np.ndarray:
+        points = eval_steps(total_steps, self.every, self.points_per_decade)
+        return np.union1d(points, np.asarray(self.at, np.int64)) if self.at else points
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """Everything that shapes the compiled program; runs in one group share all of it."""
+
+    data: DataSpec
+    optimizer: str
+    total_steps: int
+    chunk_steps: int
+    schedule: LRSchedule = LRSchedule()
+    stopping: Stopping = Stopping()
+    noise: NoiseSpec = NoiseSpec()
+    evaluation: EvalSpec = EvalSpec()
+    repack: bool = True
+    precision: str = "auto"  # train.precision: the loss and evaluation's compute dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self.data.batch_size
+
+    @property
+    def layout(self) -> GroupLayout:
+        return self.data.layout
+
+    @property
+    def eval_points(self) -> np.ndarray:
+        return self.evaluation.points(self.total_steps)
+
+    @property
+    def measures(self) -> bool:
+        return self.noise.enabled and self.layout.num_groups >= 2
+
+    @property
+    def gns_metrics(self) -> int:
+        """Estimates kept side by side: Euclidean, and Adam's preconditioned metric if asked."""
+        return 2 if self.noise.preconditioned else 1
+
+    def replace(self, **parts: object) -> "GroupSpec":
+        """A copy with some fields, or some fields of its parts (`stopping={"targets": ()}`)."""
+        changes = {k: dataclasses.replace(getattr(self, k), **v) if isinstance(v, dict) else v
+                   for k, v in parts.items()}
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)
@@ -160,3 +216,29 @@ def eval_steps(total_steps: int, every: int | None, points_per_decade: int) -> n
         n = int(math.ceil(points_per_decade * math.log10(total_steps))) + 1
         points.update(int(round(s)) for s in np.geomspace(1, total_steps, n))
     return np.array(sorted(points), dtype=np.int64)
+
+
+def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpec, Arithmetic]:
+    """The program of `cfg`'s runs at `batch_size`, and their arithmetic."""
+    arith = for_config(cfg, batch_size, data_shards)
+    try:
+        layout = GroupLayout.choose(batch_size, cfg.batch.accumulation, data_shards, cfg.gns.groups,
+                                    cfg.gns.enabled)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    g = cfg.gns
+    if g.enabled and g.hessian_every and layout.num_groups < 2:
+        raise ConfigError(f"gns.hessian_every: got {g.hessian_every}, but batch size "
+                          f"{batch_size} cannot be split into 2 or more groups; expected 0 here")
+    spec = GroupSpec(
+        data=DataSpec(batch_size, layout, arith.num_examples, cfg.batch.drop_last),
+        optimizer=cfg.optimizer.name, total_steps=arith.total_steps,
+        chunk_steps=min(cfg.train.chunk_steps, arith.total_steps),
+        schedule=LRSchedule(cfg.schedule.name, arith.warmup_steps, cfg.schedule.final_fraction),
+        stopping=Stopping(tuple(parse_target(t) for t in cfg.targets), cfg.train.stop_at_targets,
+                          cfg.train.divergence_factor, cfg.reached.reach),
+        noise=NoiseSpec(g.enabled, g.ema_decay, g.hessian_every if g.enabled else 0, g.every,
+                        g.enabled and g.preconditioned),
+        evaluation=EvalSpec(cfg.eval.every, cfg.eval.points_per_decade, cfg.eval.ema_decay),
+        repack=cfg.train.repack, precision=cfg.train.precision)
+    return spec, arith

@@ -77,7 +77,7 @@ class HostStream:
     def indices(self, first: int) -> np.ndarray:
         """(seeds, chunk_steps, batch) example indices of the chunk starting at step `first`;
         steps past the end of training take example 0 (no run trains there)."""
-        spec, size, per_epoch = self.spec, self.spec.batch_size, self.spec.steps_per_epoch
+        spec, size, per_epoch = self.spec, self.spec.batch_size, self.spec.data.steps_per_epoch
         out = np.zeros((len(self.seeds), spec.chunk_steps, size), np.int64)
         for t, step in enumerate(range(first, min(first + spec.chunk_steps, spec.total_steps))):
             start = (step % per_epoch) * size

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from scaling.config import Config, ConfigError, ScheduleConfig, learning_rates
-from scaling.config.learning_rates import scaled_lr, warmup_steps as _warmup_steps
+from scaling.config.learning_rates import learning_rates, scaled_lr, warmup_steps as _warmup_steps
 from scaling.config.names import SCHEDULES
+from scaling.config.schema import Config, ScheduleConfig
+from scaling.errors import ConfigError, need
 from scaling.formatting import text_table
 from scaling.tasks import task_class
 
@@ -149,29 +150,24 @@ def _total_steps(limits: dict[str, Any], b: int, ep: _Epoch | None,
     return steps[name], name
 
 
-def _check(name: str, value: Any, ok: bool, accepted: str) -> None:
-    if not ok:
-        raise ConfigError(f"{name}: got {value!r}, expected {accepted}")
-
-
 def _check_inputs(examples: int | None, batch_size: int, limits: dict[str, Any],
                   accumulation: int, data_shards: int, schedule: str,
                   warmup: tuple[float, int | None], ref: tuple[int | None, float | None]) -> None:
-    _check("batch_size", batch_size, batch_size > 0, "a positive integer")
-    _check("examples", examples, examples is None or examples > 0, "a positive integer or None")
-    _check("accumulation", accumulation, accumulation >= 1, "an integer >= 1")
-    _check("data_shards", data_shards, data_shards >= 1, "an integer >= 1")
+    need(batch_size > 0, "batch_size", batch_size, "a positive integer")
+    need(examples is None or examples > 0, "examples", examples, "a positive integer or None")
+    need(accumulation >= 1, "accumulation", accumulation, "an integer >= 1")
+    need(data_shards >= 1, "data_shards", data_shards, "an integer >= 1")
     unit = accumulation * data_shards
-    _check("batch_size", batch_size, batch_size % unit == 0,
-           f"a multiple of accumulation x data shards = {accumulation} x {data_shards} = {unit}")
+    need(batch_size % unit == 0, "batch_size", batch_size,
+         f"a multiple of accumulation x data shards = {accumulation} x {data_shards} = {unit}")
     for key, value in limits.items():
-        _check(key, value, value is None or value > 0, "a positive number")
-    _check("schedule", schedule, schedule in SCHEDULES, f"one of {', '.join(SCHEDULES)}")
-    _check("warmup_fraction", warmup[0], 0 <= warmup[0] < 1, "0 <= fraction < 1")
-    _check("warmup_steps", warmup[1], warmup[1] is None or warmup[1] >= 0,
-           "a non-negative integer or None")
-    _check("batch_ref/lr_ref", ref, (ref[0] is None) == (ref[1] is None)
-           and (ref[1] is None or min(ref) > 0), "both positive, or neither")
+        need(value is None or value > 0, key, value, "a positive number")
+    need(schedule in SCHEDULES, "schedule", schedule, f"one of {', '.join(SCHEDULES)}")
+    need(0 <= warmup[0] < 1, "warmup_fraction", warmup[0], "0 <= fraction < 1")
+    need(warmup[1] is None or warmup[1] >= 0, "warmup_steps", warmup[1],
+         "a non-negative integer or None")
+    need((ref[0] is None) == (ref[1] is None) and (ref[1] is None or min(ref) > 0),
+         "batch_ref/lr_ref", ref, "both positive, or neither")
 
 
 def calculate(examples: int | None, batch_size: int, *, epochs: float | None = None,
@@ -270,16 +266,16 @@ def sweep_warnings(cfg: Config) -> list[str]:
     if cfg.learning_rate.mode == "grid":
         rates = learning_rates(cfg.learning_rate, min(sizes))
         span_lr = max(rates) / min(rates)
-        need = math.sqrt(span_b)  # the gentlest rule that moves the optimum: square root
+        gentlest = math.sqrt(span_b)  # the gentlest rule that moves the optimum: square root
         if span_lr == 1:
             out.append(f"every batch size ({min(sizes)} to {max(sizes)}) trains at the same "
                        f"learning rate {rates[0]:g}: changing the batch size without changing "
                        "the learning rate; use a grid or learning_rate.mode: rule")
-        elif span_lr < need:
+        elif span_lr < gentlest:
             out.append(f"the learning-rate grid spans {span_lr:.3g}x for every batch size while "
                        f"batch sizes span {span_b:.3g}x; the optimum moves by sqrt(B) to B "
-                       f"({need:.3g}x to {span_b:.3g}x), so the grid misses it at the ends; "
-                       f"widen it to at least {need:.3g}x or use learning_rate.mode: rule")
+                       f"({gentlest:.3g}x to {span_b:.3g}x), so the grid misses it at the ends; "
+                       f"widen it to at least {gentlest:.3g}x or use learning_rate.mode: rule")
     bud = cfg.budget
     if bud.max_steps is not None and bud.max_examples is None and bud.max_epochs is None \
             and bud.max_tokens is None:

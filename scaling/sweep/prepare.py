@@ -1,0 +1,125 @@
+"""A sweep checked before any compute: the devices, the batch sizes, the shard, the folder.
+
+`prepare` returns a `Prepared`: the whole grid (recorded extensions included), each batch
+size's program spec and arithmetic, and this shard's groups. A results folder written by a
+different config is refused here, with what differs and how to extend a sweep on purpose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import yaml
+
+from scaling import config as config_mod, store
+from scaling.config import Config, ConfigError
+from scaling.config.arithmetic import Arithmetic
+from scaling.sweep import grid
+from scaling.sweep.grid import PlannedRun, Unit, expand
+from scaling.train import precision
+from scaling.train.spec import GroupSpec, group_spec
+
+# Sections that may change between invocations into one folder: the grid's axes (which may grow
+# freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
+# and knobs that do not change results. Any other change makes earlier runs incomparable.
+GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis",
+             "data", "log", "branch")
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, value there, value here) of every non-grid setting that changed.
+
+    An optimizer scalar that is a list on either side is a grid axis and may change like the
+    learning rates; as a number on both sides it must stay the same.
+    """
+    out = [(k, old.get(k), new[k]) for k in new
+           if k not in GRID_KEYS and k != "optimizer" and old.get(k) != new[k]]
+    # A folder from before train.precision existed trained in float32.
+    old_precision = precision.here((old.get("train") or {}).get("precision", "float32"))
+    new_precision = precision.here(new["train"]["precision"])
+    if old_precision != new_precision:
+        out.append(("train.precision", old_precision, new_precision))
+    old_opt, new_opt = dict(old.get("optimizer") or {}), dict(new["optimizer"])
+    for k in config_mod.AXES:
+        if isinstance(old_opt.get(k), list) or isinstance(new_opt.get(k), list):
+            old_opt.pop(k, None)
+            new_opt.pop(k, None)
+    return out + [(f"optimizer.{k}", old_opt.get(k), new_opt.get(k))
+                  for k in {**old_opt, **new_opt} if old_opt.get(k) != new_opt.get(k)]
+
+
+def check_folder(cfg: Config, out: Path, force: bool) -> None:
+    """Refuse to mix runs of a different task, model, optimizer, schedule or budget into `out`."""
+    path = out / "sweep.yaml"
+    if not path.is_file() or force:
+        return
+    differ = _differences(yaml.safe_load(path.read_text()) or {}, config_mod.to_dict(cfg))
+    if differ:
+        key, there, here = differ[0]
+        raise ConfigError(
+            f"{out}: holds a sweep with a different {', '.join(d[0] for d in differ)} ({key}: "
+            f"{there!r} there, {here!r} here); use a new --out folder, or --force to add these "
+            "runs anyway. To extend a sweep on purpose, change only batch sizes, learning rates, "
+            "seeds, or optimizer momentum/weight_decay/b2 given as lists (grid axes).")
+
+
+@dataclass
+class Prepared:
+    """A validated sweep, before any compute: the grid, each batch size's program, this shard."""
+
+    cfg: Config
+    out: Path
+    planned: list[PlannedRun]  # the whole grid, recorded extensions included
+    specs: dict[int, tuple[GroupSpec, Arithmetic]]
+    units: list[Unit]  # this shard's groups of the base grid
+    extensions: list[dict[str, Any]]
+    runs_axis: int
+    data_shards: int
+    checkpoint_at: tuple[int, ...] = ()  # steps every group saves (and keeps) its state at
+    batch_sizes: list[int] | None = None  # only these batch sizes (scaling train), else all
+
+    @property
+    def centered(self) -> bool:
+        return self.cfg.learning_rate.mode == "centered"
+
+    def runs_of(self, unit: Unit) -> list[PlannedRun]:
+        """A unit's runs; a centred unit is its whole batch size, extensions so far included."""
+        if self.centered:
+            return self.batch_runs(unit.batch_size)
+        return list(unit.runs)
+
+    def batch_runs(self, size: int) -> list[PlannedRun]:
+        rates = grid.batch_learning_rates(self.cfg, size, self.extensions)
+        return grid.runs_for(self.cfg, size, rates)
+
+    def cost(self, r: PlannedRun) -> int:
+        return self.specs[r.batch_size][1].examples
+
+
+def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
+            force: bool = False, shard: tuple[int, int] | None = None) -> Prepared:
+    """Every check that needs no training, in order: devices, batch sizes, shard, the folder."""
+    out = Path(out)
+    runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
+    for size in batch_sizes or []:
+        if size not in cfg.batch.sizes:
+            raise ConfigError(f"--batch-size: got {size}, expected one of the config's batch.sizes "
+                              f"{cfg.batch.sizes}")
+    if shard is not None and not 0 <= shard[0] < shard[1]:
+        raise ConfigError(f"--shard: got {shard[0]}/{shard[1]}, expected I/N with 0 <= I < N")
+    extensions = store.read_extensions(out) if cfg.learning_rate.mode == "centered" else []
+    planned = expand(cfg, batch_sizes, extensions)
+    specs = {size: group_spec(cfg, size, data_shards) for size in {r.batch_size for r in planned}}
+    examples = {size: arith.examples for size, (_, arith) in specs.items()}
+    units = grid.units(cfg, expand(cfg, batch_sizes), examples)
+    if shard is not None:
+        units = grid.partition(units, shard[1])[shard[0]]
+    check_folder(cfg, out, force)
+    return Prepared(cfg=cfg, out=out, planned=planned, specs=specs, units=units,
+                    extensions=extensions, runs_axis=runs_axis, data_shards=data_shards,
+                    batch_sizes=batch_sizes)
+
+

@@ -1,0 +1,81 @@
+"""One way to start a group: fresh, from its own checkpoint, or from slots of another group's
+state (a branch off a saved base, a batch-size schedule's next phase, a cohort going on).
+
+Whatever the source, a group starts as a `Start`: its runs (each learning rate given once, in
+its RunSpec), the state, the packing (which run sits in which slot) and the step it continues
+from. One width rule: the runs, padded to a multiple of the mesh's runs axis; repacking later
+cuts to runs axis x a power of two (scaling.train.repack).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from scaling.train.program import GroupProgram
+from scaling.train.repack import Packing
+from scaling.train.spec import RunSpec, Status
+from scaling.train.step import RunState
+
+
+@dataclass
+class Start:
+    """Where a group begins: its state after `first_step` and what the host knows of it.
+
+    `seen` is the last chunk's (running, slots) of a group resumed from a checkpoint: its rows
+    are written, and the packing folds it in after the next chunk is dispatched, as the
+    uninterrupted group would. `first_rows` is a fresh group's step-0 row, not yet written.
+    """
+
+    runs: list[RunSpec]
+    state: RunState
+    packing: Packing
+    first_step: int = 0
+    wall_s: float = 0.0
+    seen: tuple[np.ndarray, np.ndarray] | None = None
+    first_rows: Any = None
+
+
+def width(num_runs: int, runs_axis: int) -> int:
+    """A group's width when it starts: its runs, padded to a multiple of the runs axis."""
+    return -(-num_runs // runs_axis) * runs_axis
+
+
+def fresh(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
+          runs_axis: int) -> Start:
+    """Every run's first state, and its step-0 row for the sinks."""
+    wide = width(len(runs), runs_axis)
+    padded = runs + [runs[-1]] * (wide - len(runs))
+    status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * (wide - len(runs)))
+    began = time.perf_counter()
+    rs, row0 = program.init(padded, status, data, eval_data)
+    packing = Packing(len(runs), wide, program.spec.repack, runs_axis)
+    return Start(runs, rs, packing, first_rows=jax.device_get(row0),
+                 wall_s=time.perf_counter() - began)
+
+
+def from_slots(program: GroupProgram, state: RunState, slots: list[int], runs: list[RunSpec],
+               step: int, runs_axis: int, *, stream: int = 0, carry_noise: bool = False,
+               same_program: bool = False) -> Start:
+    """A group of `program` continuing, at its own step `step`, the runs in `slots` of another
+    group's `state` (run i of `runs` from slot slots[i]).
+
+    same_program: the state is this program's own and every leaf goes on as it was (a cohort
+    that stays at its batch size). Otherwise a new segment (GroupProgram.start_from): the
+    learning rates are the runs', the targets start afresh, the noise-scale estimates carry
+    over only with `carry_noise`, and a non-zero `stream` folds the data key so a run
+    continued at another batch size replays no draws.
+    """
+    wide = width(len(slots), runs_axis)
+    take = np.asarray(slots + [slots[0]] * (wide - len(slots)))
+    pad = np.arange(wide) >= len(slots)
+    if same_program:
+        rs = program.take(state, take, pad)
+    else:
+        lrs = [r.learning_rate for r in runs] + [runs[0].learning_rate] * (wide - len(runs))
+        rs = program.start_from(state, take, pad, np.asarray(lrs), step, stream, carry_noise)
+    return Start(runs, rs, Packing(len(slots), wide, program.spec.repack, runs_axis), step)

@@ -1,0 +1,55 @@
+"""analysis.json's contract (scaling.analysis.contract): the docs name every key of every
+section, `check` refuses a key the types do not name and a key they name that is missing,
+and an analysis written by `scaling analyze` passes it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from scaling.analysis import contract
+from scaling.analysis.definitions import DEFINITIONS
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "results-format.md"
+
+
+def _analysis_doc() -> str:
+    text = DOC.read_text()
+    return text[text.index("## analysis.json"):]
+
+
+@pytest.mark.parametrize("name", sorted(contract.SECTIONS))
+def test_the_docs_name_every_key_of_every_section(name):
+    named = set(re.findall(r"`([a-z_0-9]+)`", _analysis_doc()))
+    missing = sorted(contract.keys(contract.SECTIONS[name]) - named)
+    assert not missing, f"docs/results-format.md does not name {missing} of {name}"
+
+
+def test_each_definition_of_b_crit_has_its_section_in_a_target():
+    assert {d.key for d in DEFINITIONS} <= contract.keys(contract.Target)
+
+
+def _minimal_target() -> dict:
+    target = {k: None for k in contract.keys(contract.Target)}
+    target.update(points=[], unreached_batch_sizes=[], regimes={
+        "perfect_scaling_until": None, "steps_plateau_from": None, "definition": ""},
+                  first_crossing={"b_crit": None, "b_crit_ci": None, "steps": {},
+                                  "outside_interval": False})
+    return target
+
+
+def test_check_names_the_path_of_a_key_outside_the_contract():
+    target = _minimal_target()
+    contract.check(target, contract.Target, "t")
+    target["regimes"]["surprise"] = 1
+    with pytest.raises(ValueError, match=r"t\.regimes: keys \['surprise'\] are not in the contract"):
+        contract.check(target, contract.Target, "t")
+
+
+def test_check_names_a_missing_key():
+    target = _minimal_target()
+    del target["b_simple"]
+    with pytest.raises(ValueError, match=r"\['b_simple'\] are missing"):
+        contract.check(target, contract.Target, "t")
