@@ -273,11 +273,14 @@ def test_optimizer_axes_are_tuned_per_batch_size_like_the_learning_rate(tmp_path
 
 
 RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "hyperparameters", "status",
-            "steps_to_target", "examples_to_target"}
+            "steps_to_target", "steps_censored", "reading", "examples_to_target"}
 POINT_KEYS = {"batch_size", "best_lr", "hyperparameters", "refined_lr", "at_edge", "steps",
               "steps_min", "steps_crossfit", "examples", "num_lrs", "num_reached",
-              "num_diverged", "b_simple", "b_noise"}
-TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
+              "num_diverged", "num_censored", "censored_below_best", "b_simple", "b_noise",
+              "optimum"}
+OPTIMUM_KEYS = {"learning_rate", "steps", "steps_ci", "curvature", "bracketed", "why"}
+TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes",
+               "unreached_reasons", "fit", "s_min",
                "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",
                "b_simple_over_b_crit", "first_crossing", "overhead_b_crit"}
 FIT_KEYS = {"s_min", "e_min", "b_crit", "s_min_ci", "e_min_ci", "b_crit_ci", "num_points",
@@ -304,7 +307,7 @@ def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
     (t,) = a["targets"]
     assert set(t) == TARGET_KEYS and set(t["fit"]) == FIT_KEYS
     assert set(t["first_crossing"]) == {"b_crit", "b_crit_ci", "steps", "outside_interval"}
-    assert all(set(p) == POINT_KEYS for p in t["points"])
+    assert all(set(p) == POINT_KEYS and set(p["optimum"]) == OPTIMUM_KEYS for p in t["points"])
     assert set(t["regimes"]) == {"perfect_scaling_until", "steps_plateau_from", "definition"}
     rules = a["lr_rules"]
     assert set(rules) == {"target", "reference", "optima", "noise_scale_fit", "rules",
