@@ -54,7 +54,8 @@ def _targets_with_points(analysis: dict) -> list[tuple[dict, list[dict]]]:
 
 
 def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Steps to each target vs batch size (log-log), the fitted S(B) and perfect scaling."""
+    """Steps to each target vs batch size (log-log): the best rate's (dots) and, where
+    bracketed, the optimum's that the fit uses (bars); the fitted S(B) and perfect scaling."""
     targets = _targets_with_points(analysis)
     if not targets:
         return None
@@ -67,6 +68,9 @@ def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | No
         c, b0, s0 = colour(i), pts[0]["batch_size"], pts[0]["steps"]
         ax.plot([p["batch_size"] for p in pts], [p["steps"] for p in pts], "o", color=c,
                 label=t["name"], zorder=3)
+        opt = [p for p in pts if (p.get("optimum") or {}).get("bracketed")]
+        ax.plot([p["batch_size"] for p in opt], [p["optimum"]["steps"] for p in opt], "_",
+                color=c, ms=12, mew=2, zorder=4)
         ax.plot(grid, [s0 * b0 / b for b in grid], ":", color=c, lw=1)
         fit = _fit(t)
         if fit:
@@ -74,6 +78,8 @@ def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | No
                     label=f"fit: $B_{{crit}}$={number(fit['b_crit'])}, $S_{{min}}$={number(fit['s_min'])}")
             ax.axhline(fit["s_min"], color=c, lw=0.6, ls="--", alpha=0.6)
             shown.append(fit["s_min"])
+    ax.plot([], [], "_", color="black", ms=12, mew=2,
+            label="at the optimum between rates (fitted)")
     ax.plot([], [], ":", color="black", lw=1, label="perfect scaling (slope -1)")
     if any(_fit(t) for t, _ in targets):
         ax.plot([], [], "--", color="black", lw=0.6, label="$S_{min}$ (fewest steps)")
