@@ -273,8 +273,8 @@ def test_stopping_keeps_the_best_rate_and_its_parabola_on_random_valleys():
         true = {}
         for lr in lrs:
             base = 200 * math.exp((math.log10(lr) - centre) ** 2 / width)
-            true[lr] = [None if base * (1 + e) > 2000 else float(base * (1 + e + rng.normal(0, 0.02)))
-                        for e in seeds]
+            true[lr] = [None if base * (1 + e) > 2000
+                        else float(base * (1 + e + rng.normal(0, 0.02))) for e in seeds]
         full = S.cells(_simulate(true, 1.5, 2000, 50, None), "t")
         cut_runs = _simulate(true, 1.5, 2000, 50, 0.1)
         cut = S.cells(cut_runs, "t")

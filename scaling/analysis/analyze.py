@@ -89,8 +89,8 @@ def best_point(size: int, size_grids: list[LRCurve], how: str = "min", bootstrap
              "steps": read("steps"), "steps_min": choice.naive,
              "steps_crossfit": crossfit and crossfit.mean(steps), "examples": read("examples"),
              "num_lrs": len(lrs),
-             "num_reached": int(np.sum(np.isfinite(means))), "num_diverged": int(sum(grid.diverged)),
-             "num_censored": int(np.sum(np.isfinite(bounds))),
+             "num_reached": int(np.sum(np.isfinite(means))),
+             "num_diverged": int(sum(grid.diverged)), "num_censored": int(np.sum(np.isfinite(bounds))),
              "censored_below_best": bool(np.any(bounds < choice.naive)),
              "b_simple": read("b_simple"), "b_noise": read("b_noise")}
     if read_optimum:

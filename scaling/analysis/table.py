@@ -110,7 +110,8 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
             step, how, bound = read_steps(rows, name, reach, entry["status"], clip)
             entry["steps_to_target"][name], entry["reading"][name] = step, how
             entry["steps_censored"][name] = bound
-            entry["first_crossing"][name] = None if how == "diverged" else crossing(rows, name, FIRST)
+            entry["first_crossing"][name] = (None if how == "diverged"
+                                             else crossing(rows, name, FIRST))
             entry["examples_to_target"][name] = (
                 None if step is None else examples_at(rows, step, entry["batch_size"]))
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)

@@ -36,7 +36,8 @@ def cells(analysis: dict, target: str) -> dict[tuple[int, float], dict]:
     for (size, lr, _), runs in groups.items():
         cell = _cell(runs, target)
         old = out.get((size, lr))
-        if old is None or (cell["reached"] and (not old["reached"] or cell["steps"] < old["steps"])):
+        better = cell["reached"] and (not old or not old["reached"] or cell["steps"] < old["steps"])
+        if old is None or better:
             out[size, lr] = cell
     return out
 

@@ -11,9 +11,9 @@ from scaling.store.runs import (EXTENSIONS, ROUNDS, add_extension, add_round, ap
                                 resume_run, rows_until, run_dir, start_run, training_seconds)
 
 __all__ = [
-    "EXTENSIONS", "ROUNDS", "Row", "add_extension", "add_round", "append_metrics", "atomic_write", "checkpoint_dir",
-    "dumps", "examples_at", "finish_run", "finite", "frame", "is_done", "load", "mean_throughput",
-    "read_extensions", "read_rounds",
-    "read_metrics", "read_summary", "resume_run", "rows_until", "run_dir", "start_run",
-    "training_seconds", "value_at", "write_json",
+    "EXTENSIONS", "ROUNDS", "Row", "add_extension", "add_round", "append_metrics", "atomic_write",
+    "checkpoint_dir", "dumps", "examples_at", "finish_run", "finite", "frame", "is_done", "load",
+    "mean_throughput", "read_extensions", "read_metrics", "read_rounds", "read_summary",
+    "resume_run", "rows_until", "run_dir", "start_run", "training_seconds", "value_at",
+    "write_json",
 ]
