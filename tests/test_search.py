@@ -14,6 +14,7 @@ from scaling import store
 from scaling.analysis import analyze, optimum
 from scaling.analysis.nqm_reference import steps_to_target
 from scaling.analysis.table import LRCurve
+from scaling.config import LearningRateConfig, from_dict
 from scaling.config.targets import Censored, Reach
 from scaling.sweep import search as S
 from scaling.tasks.nqm import NQMOptions, spectra
@@ -153,12 +154,15 @@ def test_unreached_and_censored_cells_bound_the_bracket():
 
 
 def test_settings_from_the_config_section():
-    from scaling.config import LearningRateConfig
-
     s = S.settings(LearningRateConfig(min=0.01, max=1.0, num=5), [0.01, 0.0316, 0.1, 0.316, 1.0])
     assert s.factor == pytest.approx(HALF_DECADE, rel=1e-3) and s.floor == pytest.approx(1e-4)
     assert (s.resolution, s.max_rounds) == (1.25, 5)
     assert S.grid_factor([0.2]) == pytest.approx(HALF_DECADE)
+    cfg = from_dict({"task": {"name": "nqm", "dim": 4}, "budget": {"max_steps": 10},
+                     "learning_rate": {"values": [0.1, 0.4]}, "targets": ["eval_loss<=1"]})
+    assert S.searched(cfg) and S.settings(cfg.learning_rate, [0.1, 0.4]).factor == 4.0
+    cfg.targets = []  # nothing to search for
+    assert not S.searched(cfg)
 
 
 # ---------------------------------------------------------------- the record

@@ -140,13 +140,15 @@ def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]
             asks.append(down)
             why.append(f"best {lr:.4g} is the lowest tried: one step down to {down:.4g}")
         else:
-            why.append(f"done: best {lr:.4g} is the lowest tried, and a step down would pass "
-                       f"the floor {s.floor:.4g}")
+            why.append(f"best {lr:.4g} is the lowest tried, and a step down would pass the "
+                       f"floor {s.floor:.4g}")
     if best == len(row) - 1:
         up = lr * s.factor
         asks.append(up)
         why.append(f"best {lr:.4g} is the highest tried: one step up to {up:.4g}")
-    return (asks, "; ".join(why)) if why else None
+    if not why:
+        return None
+    return asks, "; ".join(why) if asks else "done: " + "; ".join(why)
 
 
 def _midpoints(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
