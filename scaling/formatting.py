@@ -23,6 +23,11 @@ def number(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def more_than(value: Any, digits: int = 3) -> str:
+    """A censored value, '> 1,234': the steps of a run stopped before it got there."""
+    return f"> {number(value, digits)}"
+
+
 def interval(ci: Any, digits: int = 3) -> str:
     """'[lo, hi]', or '-' without an interval."""
     return f"[{number(ci[0], digits)}, {number(ci[1], digits)}]" if ci and len(ci) == 2 else "-"

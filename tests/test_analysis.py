@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scaling import store
-from scaling.analysis import analyze as A, curves, lr_rules, tradeoff
+from scaling.analysis import analyze as A, contract, curves, lr_rules, tradeoff
 from scaling.config import ConfigError
 from scaling.config.targets import Reach, crossing
 
@@ -272,45 +272,20 @@ def test_optimizer_axes_are_tuned_per_batch_size_like_the_learning_rate(tmp_path
     assert sorted(r["hyperparameters"]["momentum"] for r in a["runs"]) == [0.0] * 4 + [0.9] * 4
 
 
-RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "hyperparameters", "status",
-            "steps_to_target", "examples_to_target"}
-POINT_KEYS = {"batch_size", "best_lr", "hyperparameters", "refined_lr", "at_edge", "steps",
-              "steps_min", "steps_crossfit", "examples", "num_lrs", "num_reached",
-              "num_diverged", "b_simple", "b_noise"}
-TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
-               "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",
-               "b_simple_over_b_crit", "first_crossing", "overhead_b_crit"}
-FIT_KEYS = {"s_min", "e_min", "b_crit", "s_min_ci", "e_min_ci", "b_crit_ci", "num_points",
-            "rms_log_residual", "bootstrap"}
-RULE_KEYS = {"batch_size", "learning_rate", "ratio_to_optimum", "steps", "relative_cost", "note"}
-
-
 def _no_nan(text: str) -> None:
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON number {c}"))
 
 
-def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
-    path = A.write(messy_sweep, A.analyze(messy_sweep, bootstrap=20))
+def test_analysis_json_follows_the_contract(messy_sweep: Path):
+    """Written through the contract (which refuses a key it does not name, or a missing one),
+    with no NaN left in the file."""
+    path = contract.write(messy_sweep, A.analyze(messy_sweep, bootstrap=20))
     assert path == messy_sweep / "analysis.json"
     _no_nan(path.read_text())
     a = json.loads(path.read_text())
-    assert set(a) == {"version", "sweep", "reached", "lr_selection", "primary_target", "runs",
-                      "targets", "lr_rules", "throughput", "b_crit_power_law", "schedules"}
     assert a["throughput"] == [], "summaries without throughput (older folders) give none"
-    assert set(a["reached"]) == {"rule", "window", "definition"}
-    assert set(a["sweep"]) == {"name", "task", "optimizer", "unit", "batch_sizes",
-                               "learning_rates", "seeds", "num_runs", "statuses"}
-    assert all(set(r) == RUN_KEYS for r in a["runs"]) and a["sweep"]["num_runs"] == 10
-    (t,) = a["targets"]
-    assert set(t) == TARGET_KEYS and set(t["fit"]) == FIT_KEYS
-    assert set(t["first_crossing"]) == {"b_crit", "b_crit_ci", "steps", "outside_interval"}
-    assert all(set(p) == POINT_KEYS for p in t["points"])
-    assert set(t["regimes"]) == {"perfect_scaling_until", "steps_plateau_from", "definition"}
-    rules = a["lr_rules"]
-    assert set(rules) == {"target", "reference", "optima", "noise_scale_fit", "rules",
-                          "linear_breaks_at", "summary"}
-    assert set(rules["rules"]) == {"linear", "sqrt", "noise_scale"}
-    assert all(set(e) == RULE_KEYS for e in rules["rules"]["linear"] + rules["rules"]["sqrt"])
+    assert a["sweep"]["num_runs"] == 10 and len(a["targets"]) == 1
+    assert set(a["lr_rules"]["rules"]) == {"linear", "sqrt", "noise_scale"}
 
 
 def test_bad_input_names_the_problem(tmp_path: Path, messy_sweep: Path):
@@ -327,3 +302,73 @@ def test_a_target_met_at_the_start_gives_no_fit(messy_sweep: Path):
     (t,) = a["targets"]
     assert [p["steps"] for p in t["points"]] == [0.0, 0.0, 0.0] and t["fit"] is None
     assert all(e["relative_cost"] is None for e in a["lr_rules"]["rules"]["linear"])
+
+
+# ---------------------------------------------------------------- censored and clipped readings
+
+
+def test_censored_runs_stay_censored_in_analysis_json_and_the_tables(tmp_path: Path):
+    """B=16: 0.3 reaches eval_loss<=1.0 at step 8; 1.0 and 3.0 were stopped as dominated at
+    steps 20 and 10 before reaching it (read `first`: more than their last evaluation)."""
+    from scaling.report import tables
+
+    for seed in (0, 1):
+        fake_run(tmp_path, 8, 0.3, seed, [3.0, 1.5, 0.5], "completed")  # 15 steps
+        fake_run(tmp_path, 8, 1.0, seed, [3.0, 2.0, 1.5, 0.5], "completed")  # 25 steps
+        fake_run(tmp_path, 16, 0.3, seed, [3.0, 0.5], "completed")  # 8 steps
+        fake_run(tmp_path, 16, 1.0, seed, [3.0, 2.5, 2.0], "dominated")
+        fake_run(tmp_path, 16, 3.0, seed, [3.0, 2.8], "dominated")
+    path = contract.write(tmp_path, A.analyze(tmp_path, bootstrap=10))
+    _no_nan(path.read_text())
+    a = json.loads(path.read_text())
+    t = "eval_loss<=1.0"
+    stopped = {(r["learning_rate"], r["steps_censored"][t]) for r in a["runs"]
+               if r["reading"][t] == "censored"}
+    assert stopped == {(1.0, 20.0), (3.0, 10.0)}
+    assert all(r["steps_to_target"][t] is None for r in a["runs"] if r["status"] == "dominated")
+    point = {p["batch_size"]: p for p in a["targets"][0]["points"]}[16]
+    assert (point["best_lr"], point["steps"], point["num_censored"]) == (0.3, 8.0, 2)
+    assert not point["censored_below_best"] and not point["optimum"]["bracketed"]
+    text = tables.steps_section(a)
+    assert "| 16 | 0.3: 8; 1: > 20; 3: > 10 |" in text
+    linear = {e["batch_size"]: e for e in a["lr_rules"]["rules"]["linear"]}[16]
+    # from B=8 at 0.3: 0.6 at B=16, between 0.3 (8 steps) and 1.0 (more than 20) in log lr
+    bound = 8 + 12 * math.log(2) / math.log(1 / 0.3)
+    assert linear["steps"] is None and linear["relative_cost"] is None
+    assert linear["steps_censored"] == pytest.approx(bound)
+    assert linear["relative_cost_censored"] == pytest.approx(bound / 8)
+    assert tables.relative_cost(linear) == f"> {bound / 8:.3g}"
+
+
+def _late_run(out: Path, size: int, lr: float, last: int) -> None:
+    """Loss falling to 1 at step 20, recorded to `last`: eval_loss<=2.0 is crossed at 17.5."""
+    run_id = f"bs{size}-lr{lr:g}-seed0"
+    store.start_run(out, run_id, {"run_id": run_id, "batch_size": size, "learning_rate": lr,
+                                  "seed": 0, "optimizer": {"name": "sgd"}})
+    store.append_metrics(out, run_id, [{"step": s, "examples": s * size,
+                                        "eval_loss": max(1.0, 9.0 - 0.4 * s)}
+                                       for s in range(0, last + 1, 2)])
+    store.finish_run(out, run_id, {"run_id": run_id, "status": "budget_exhausted",
+                                   "batch_size": size})
+
+
+@pytest.mark.parametrize("extension", [1.5, False])
+def test_a_reading_window_past_the_budget_is_flagged_never_dropped(tmp_path: Path, extension):
+    """B=8 ended at step 40, inside the smoothed window (x2) of its crossing: unconfirmed
+    where the sweep could extend its best runs, read clipped (and flagged) where it could not."""
+    (tmp_path / "sweep.yaml").write_text(
+        f"targets: ['eval_loss<=2.0']\nreached: {{rule: smoothed, window: 2.0}}\n"
+        f"budget: {{max_steps: 40, reading_extension: {str(extension).lower()}}}\n")
+    _late_run(tmp_path, 8, 0.1, 40)
+    _late_run(tmp_path, 16, 0.1, 100)
+    a = A.analyze(tmp_path, bootstrap=0)
+    (t,) = a["targets"]
+    reading = {r["batch_size"]: r["reading"]["eval_loss<=2.0"] for r in a["runs"]}
+    assert reading[16] == "reached"
+    if extension:
+        assert reading[8] == "unconfirmed" and t["unreached_reasons"] == {"8": "unconfirmed"}
+        assert "not reached at B = 8: crossed, but the reading could not be confirmed" \
+            in A.summary_table(a)
+    else:
+        assert reading[8] == "clipped" and t["unreached_batch_sizes"] == []
+        assert {p["batch_size"] for p in t["points"]} == {8, 16}

@@ -563,3 +563,41 @@ def test_optimizer_axes_are_refused_with_a_centred_grid():
     fails(nqm(targets=["eval_loss<=0.5"], learning_rate=CENTERED,
               optimizer={"name": "momentum", "momentum": [0.0, 0.9]}),
           "optimizer.momentum: got [0.0, 0.9]", "learning_rate.mode: centered")
+
+
+# ---------------------------------------------------------------- learning-rate search, stopping
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("learning_rate__resolution", 1.0, "learning_rate.resolution: got 1.0, expected a number > 1"),
+    ("learning_rate__resolution", 0.8, "learning_rate.resolution: got 0.8"),
+    ("learning_rate__max_rounds", 0, "learning_rate.max_rounds: got 0, expected an integer >= 1"),
+    ("learning_rate__floor", 0.0, "learning_rate.floor: got 0.0, expected a positive"),
+    ("train__dominated_margin", -0.1, "train.dominated_margin: got -0.1, expected a number >= 0"),
+    ("budget__reading_extension", 0.5, "budget.reading_extension: got 0.5, expected a factor >= 1"),
+    ("budget__reading_extension", True, "budget.reading_extension: got True"),
+    ("learning_rate__search", "maybe", "learning_rate.search: got 'maybe', expected true/false"),
+])
+def test_bad_search_and_stopping_settings_name_the_key(key, value, fragment):
+    message = fails(nqm(**{key: value}), fragment)
+    assert "\n" not in message
+
+
+def test_search_defaults_and_switches_read_from_yaml(tmp_path):
+    cfg = from_dict(nqm())
+    lr, train, budget = cfg.learning_rate, cfg.train, cfg.budget
+    assert (lr.search, lr.resolution, lr.max_rounds, lr.floor, lr.searched) == (
+        True, 1.25, 5, None, True)
+    assert (train.stop_dominated, train.dominated_margin) == (True, 0.1)
+    assert budget.extension_factor == 1.5
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(BASE) + "")
+    off = load(path, ["learning_rate.search=off", "learning_rate.max_rounds=0",
+                      "budget.reading_extension=off", "train.stop_dominated=off"])
+    assert not off.learning_rate.searched and off.budget.extension_factor == 1.0
+    assert not off.train.stop_dominated
+    rule = from_dict(nqm(learning_rate={"mode": "rule", "lr_ref": 0.1}))
+    assert rule.learning_rate.search and not rule.learning_rate.searched  # one rate: no search
+    assert from_dict(nqm(budget__reading_extension=1)).budget.extension_factor == 1.0
+    assert from_dict(to_dict(from_dict(nqm(budget__reading_extension=False)))).budget \
+        .reading_extension is False

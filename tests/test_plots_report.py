@@ -16,7 +16,7 @@ from scaling.analysis import curves
 from scaling.config import ConfigError, load, to_yaml
 from scaling.config.arithmetic import for_config
 from scaling.formatting import number
-from scaling.report import figures, markdown
+from scaling.report import figures, markdown, tables
 from scaling.report.noise_figure import noise_series
 from scaling.store import ARITHMETIC, write_json
 
@@ -177,15 +177,20 @@ def test_write_all_skips_figures_without_data(tmp_path):
 def test_heatmap_cells_average_seeds_and_mark_divergence():
     a = synthetic_analysis()
     a["runs"][0]["steps_to_target"]["eval_loss<=1.0"] = 1000.0  # bs16 lr0.01 seed0
-    cells = figures._cells(a, "eval_loss<=1.0")
+    cells = tables.cells(a, "eval_loss<=1.0")
     assert len(cells) == len(SIZES) * len(RATES)
     assert cells[(16, 0.01)]["steps"] == pytest.approx((1000 + run_steps("eval_loss<=1.0", 16,
                                                                            0.01)) / 2)
-    assert cells[(16, 0.3)] == {"steps": None, "reached": False, "diverged": True}
-    acc = figures._cells(a, "eval_accuracy>=0.6")[(64, 0.01)]
-    assert acc == {"steps": None, "reached": False, "diverged": False}
+    assert cells[(16, 0.3)] == {"steps": None, "reached": False, "diverged": True,
+                                "censored": None}
+    acc = tables.cells(a, "eval_accuracy>=0.6")[(64, 0.01)]
+    assert acc == {"steps": None, "reached": False, "diverged": False, "censored": None}
     a["runs"][1]["steps_to_target"]["eval_loss<=1.0"] = None  # one seed missed: not reached
-    assert figures._cells(a, "eval_loss<=1.0")[(16, 0.01)]["steps"] is None
+    assert tables.cells(a, "eval_loss<=1.0")[(16, 0.01)]["steps"] is None
+    a["runs"][1]["steps_censored"] = {"eval_loss<=1.0": 1200.0}  # stopped as dominated at 1,200
+    cell = tables.cells(a, "eval_loss<=1.0")[(16, 0.01)]
+    assert cell["steps"] is None and cell["censored"] == pytest.approx((1000 + 1200) / 2)
+    assert tables.cell_text(cell) == "> 1,100"
 
 
 def test_noise_scale_vs_loss_on_one_run(tmp_path):
@@ -271,7 +276,13 @@ def test_report_says_when_the_fit_is_missing_poor_or_wide(tmp_path):
     text = markdown.write(tmp_path, a, []).read_text()
     assert "The fit is poor (rms residual of log steps 0.30)" in text
     assert "wide ([10, 400], a factor 40)" in text
-    assert "eval_loss<=1.0 was not reached at batch size 512 within the budget" in text
+    assert "eval_loss<=1.0 was not reached at B = 512: never crossed at any learning rate " \
+        "within the budget." in text
+    a["targets"][0]["unreached_batch_sizes"] = [256, 512]
+    a["targets"][0]["unreached_reasons"] = {"256": "dominated", "512": "unconfirmed"}
+    text = markdown.write(tmp_path, a, []).read_text()
+    assert "not reached at B = 512: crossed, but the reading could not be confirmed" in text
+    assert "not reached at B = 256: runs stopped as dominated before reaching it" in text
     assert "grid's edge at batch size 256 (high)" in text
 
 

@@ -140,3 +140,63 @@ def test_ema_closed_form_matches_the_engine_average_over_seeds(tmp_path):
     assert np.all(np.abs(curves.mean(0) - exact) <= tolerance)
     plain = np.array([[r["eval_loss"] for r in rec["metrics"]] for rec in store.load(tmp_path)])
     assert np.any(np.abs(plain.mean(0) - exact) > tolerance), "the test must tell EMA from SGD"
+
+
+# ---------------------------------------------------------------- runs cut short
+
+
+def _clipped_means(steps: np.ndarray, values: np.ndarray, window: float) -> np.ndarray:
+    """Each point's mean over its window cut at 0 and at the last point, by brute force."""
+    u = np.log1p(steps.astype(float))
+    fine = np.linspace(0, u[-1], 200_001)
+    curve = np.interp(fine, u, values)
+    out = []
+    for k in range(len(steps)):
+        lo, hi = max(u[k] - math.log(window), 0.0), min(u[k] + math.log(window), u[-1])
+        inside = (fine >= lo) & (fine <= hi)
+        out.append(np.trapezoid(curve[inside], fine[inside]) / (fine[inside][-1] - fine[inside][0]))
+    out[0] = values[0]
+    return np.array(out)
+
+
+def test_a_window_past_the_end_is_read_clipped_only_when_asked():
+    """Loss falling linearly to 1 at step 20 and flat after: the target 2 is crossed at step
+    17.5, but the run ends at 40, inside the smoothed window (x2) of every point past 19."""
+    steps = np.arange(0, 41, 2)
+    values = np.maximum(1.0, 9.0 - 0.4 * steps)
+    rows = rows_of(values, steps)
+    reach = Reach("smoothed", 2.0)
+    assert crossing(rows, "eval_loss<=2.0", reach) is None
+    means = _clipped_means(steps, values, 2.0)
+    expected = targets.first_crossing(steps, means, "<=", 2.0)
+    assert 17.5 < expected < 40
+    assert crossing(rows, "eval_loss<=2.0", reach, clip=True) == pytest.approx(expected, rel=1e-4)
+    long = np.arange(0, 201, 2)  # the same curve recorded far enough: clip changes nothing
+    long_rows = rows_of(np.maximum(1.0, 9.0 - 0.4 * long), long)
+    assert crossing(long_rows, "eval_loss<=2.0", reach, clip=True) == \
+        crossing(long_rows, "eval_loss<=2.0", reach)
+    sustained = rows_of([3.0, 2.0, 1.5, 0.9, 0.8])  # met from step 3; its horizon is 5
+    assert crossing(sustained, "eval_loss<=1.0", Reach("sustained", 1.5)) is None
+    assert crossing(sustained, "eval_loss<=1.0", Reach("sustained", 1.5), clip=True) == \
+        pytest.approx(2 + 0.5 / 0.6)
+
+
+@pytest.mark.parametrize("reach", [Reach("first"), Reach("sustained", 1.5), Reach("smoothed", 1.5),
+                                   Reach("smoothed", 2.0)])
+def test_an_undecided_target_is_never_read_below_the_bound(reach):
+    """On noisy falling curves, wherever a prefix of the rows does not decide the target, the
+    whole run's reading is at or above the prefix's undecided_bound."""
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(40):
+        steps = np.unique(np.concatenate([[0], rng.integers(1, 600, 50)]))
+        values = 3.0 * np.exp(-steps / rng.uniform(50, 300)) + rng.normal(0, 0.15, len(steps))
+        rows = rows_of(values, steps)
+        final = crossing(rows, "eval_loss<=1.0", reach)
+        for end in range(2, len(steps)):
+            if crossing(rows[:end], "eval_loss<=1.0", reach) is None and final is not None:
+                assert final >= targets.undecided_bound(steps[:end], reach) - 1e-9
+                checked += 1
+    assert checked > 100
+    assert targets.undecided_bound(np.array([0.0, 10, 20, 30, 39]), Reach("smoothed", 2.0)) == 10
+    assert targets.undecided_bound(np.array([0.0, 10, 20, 30, 39]), Reach("first")) == 39

@@ -19,11 +19,12 @@ import numpy as np
 import yaml
 
 from scaling import store
-from scaling.analysis import definitions
+from scaling.analysis import definitions, optimum
 from scaling.analysis.lr_rules import lr_rules
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
 from scaling.analysis.selection import Choice, choose, resampled_steps
-from scaling.analysis.table import LRCurve, lr_curves, run_table
+from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lines,
+                                    unreached_reason)
 from scaling.analysis.tradeoff import fit_tradeoff, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import LR_SELECTIONS
@@ -55,22 +56,23 @@ def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
     None at the grid's edge, with an unreached neighbour, or when it does not open upward."""
     if best == 0 or best == len(lrs) - 1:
         return None
-    x, y = np.log(lrs[best - 1:best + 2]), np.asarray(steps[best - 1:best + 2], float)
+    y = np.asarray(steps[best - 1:best + 2], float)
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         return None
-    a, b, _ = np.polyfit(x, np.log(y), 2)
-    if a <= 0:
-        return None
-    return float(np.exp(np.clip(-b / (2 * a), x[0], x[2])))
+    lr, _, curvature = optimum.vertex(list(lrs[best - 1:best + 2]), list(y))
+    return lr if curvature > 0 else None
 
 
-def best_point(size: int, size_grids: list[LRCurve], how: str = "min") -> dict | None:
+def best_point(size: int, size_grids: list[LRCurve], how: str = "min", bootstrap: int = 0,
+               rng: np.random.Generator | None = None, read_optimum: bool = True) -> dict | None:
     """The analysis.json point for one batch size, None when no LR reached the target.
 
     best_lr is the cell with the fewest mean steps; steps, examples and the noise scales are
     read as the selection `how` says (scaling.analysis.selection); steps_min is that fewest mean and
     steps_crossfit the cross-fitted steps (None with one seed), whatever `how` is, so the
-    winner's curse left in `min` can be read off.
+    winner's curse left in `min` can be read off. `optimum` (read_optimum): the steps at the
+    optimum between the rates tried (scaling.analysis.optimum), its interval from `bootstrap`
+    draws of whole seeds.
     """
     picked = select(size_grids, how)
     if picked is None:
@@ -81,13 +83,37 @@ def best_point(size: int, size_grids: list[LRCurve], how: str = "min") -> dict |
     read = lambda name: _finite_or_none(choice.mean(_stacked(size_grids, name)))
     steps = _stacked(size_grids, "steps")
     crossfit = choose(steps, "crossfit") if steps.shape[1] > 1 else None
-    return {"batch_size": size, "best_lr": float(lrs[best]), "hyperparameters": grid.hyperparameters,
-            "refined_lr": refine_lr(lrs, means, best), "at_edge": edge,
-            "steps": read("steps"), "steps_min": choice.naive,
-            "steps_crossfit": crossfit and crossfit.mean(steps), "examples": read("examples"),
-            "num_lrs": len(lrs),
-            "num_reached": int(np.sum(np.isfinite(means))), "num_diverged": int(sum(grid.diverged)),
-            "b_simple": read("b_simple"), "b_noise": read("b_noise")}
+    bounds = np.concatenate([g.bounds() for g in size_grids])
+    point = {"batch_size": size, "best_lr": float(lrs[best]),
+             "hyperparameters": grid.hyperparameters,
+             "refined_lr": refine_lr(lrs, means, best), "at_edge": edge,
+             "steps": read("steps"), "steps_min": choice.naive,
+             "steps_crossfit": crossfit and crossfit.mean(steps), "examples": read("examples"),
+             "num_lrs": len(lrs),
+             "num_reached": int(np.sum(np.isfinite(means))),
+             "num_diverged": int(sum(grid.diverged)), "num_censored": int(np.sum(np.isfinite(bounds))),
+             "censored_below_best": bool(np.any(bounds < choice.naive)),
+             "b_simple": read("b_simple"), "b_noise": read("b_noise")}
+    if read_optimum:
+        per_draw = None
+        if bootstrap > 0 and rng is not None and steps.shape[1] > 1:
+            draws = rng.integers(0, steps.shape[1], (bootstrap, steps.shape[1]))
+            per_draw = draw_steps(size_grids, how, draws)
+        point["optimum"] = optimum.entry(grid, best, point["steps"], per_draw)
+    return point
+
+
+def draw_steps(size_grids: list[LRCurve], how: str, draws: np.ndarray) -> np.ndarray:
+    """A batch size's steps on each draw of whole seeds (rows of `draws`): the optimum of the
+    grid holding the best cell where that draw's best is bracketed, else the selection's."""
+    grid = select(size_grids, how)[1]
+    values, bracketed = optimum.resampled(grid.lrs, grid.stack("steps"), draws)
+    return np.where(bracketed, values, resampled_steps(_stacked(size_grids, "steps"), how, draws))
+
+
+def fit_steps(point: dict) -> float:
+    """The steps a point contributes to the S(B) fit: its optimum's where read, else its own."""
+    return point["optimum"]["steps"] if point.get("optimum") else point["steps"]
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -111,9 +137,9 @@ def _fit_samples(sizes: np.ndarray, steps: np.ndarray) -> tuple[float, float] | 
 def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
                    rng: np.random.Generator, how: str = "min") -> list[tuple[float, float]]:
     """Refits of S(B) on resampled data: whole seeds of each batch size (every cell keeps the
-    same draw, as the seeds share data order across learning rates) with the selection redone
-    on each draw, when there are 2 or more seeds; else the (B, steps) points themselves (needs
-    3 or more points)."""
+    same draw, as the seeds share data order across learning rates) with the selection and
+    any optimum redone on each draw, when there are 2 or more seeds; else the (B, steps)
+    points themselves (needs 3 or more points)."""
     if num <= 0:
         return []
     sizes = np.array([p["batch_size"] for p in points], float)
@@ -121,15 +147,16 @@ def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], 
     if max(s.shape[1] for s in stacks.values()) < 2:
         if len(points) < 3:
             return []
-        steps = np.array([p["steps"] for p in points])
+        steps = np.array([fit_steps(p) for p in points])
         draws = (rng.integers(0, len(points), len(points)) for _ in range(num))
         fits = (_fit_samples(sizes[i], steps[i]) for i in draws)
         return [f for f in fits if f is not None]
     best = np.empty((len(points), num))
     for row, p in enumerate(points):
-        steps = stacks[p["batch_size"]]
+        steps, grids = stacks[p["batch_size"]], grids_by_size[p["batch_size"]]
         draws = rng.integers(0, steps.shape[1], (num, steps.shape[1]))
-        best[row] = resampled_steps(steps, how, draws)
+        best[row] = draw_steps(grids, how, draws) if p.get("optimum") \
+            else resampled_steps(steps, how, draws)
     fits = (_fit_samples(sizes, best[:, k]) for k in range(num))
     return [f for f in fits if f is not None]
 
@@ -140,7 +167,7 @@ def fit_with_interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict
     if len(points) < 2:
         return None
     sizes = np.array([p["batch_size"] for p in points], float)
-    steps = np.array([p["steps"] for p in points])
+    steps = np.array([fit_steps(p) for p in points])
     s_min, e_min = fit_tradeoff(sizes, steps)
     residual = np.log(s_min + e_min / sizes) - np.log(steps)
     samples = bootstrap_fits(grids_by_size, points, num, rng, how)
@@ -212,9 +239,13 @@ def _throughput(records: list[dict]) -> list[dict]:
 
 def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator, how: str,
            key: str) -> tuple[list[dict], dict[int, list[LRCurve]], list[dict], dict | None]:
-    """(points, grids, timed points, fit) of one target with steps read from `key`."""
+    """(points, grids, timed points, fit) of one target with steps read from `key`; the
+    optimum between the rates tried is read for the sweep's own rule only (the first crossing
+    is read as most papers did, at the best rate tried)."""
     by_size = lr_curves(table, name, key)
-    points = [p for size, g in by_size.items() if (p := best_point(size, g, how)) is not None]
+    own = key == "steps_to_target"
+    points = [p for size, g in by_size.items()
+              if (p := best_point(size, g, how, bootstrap, rng, own)) is not None]
     timed = [p for p in points if p["steps"] > 0]  # a target met at step 0 says nothing on S(B)
     return points, by_size, timed, fit_with_interval(by_size, timed, bootstrap, rng, how)
 
@@ -225,12 +256,14 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
     (the learning-rate curve the rules are read on)."""
     metric, op, value = parse_target(name)
     points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target")
+    unreached = [s for s, g in by_size.items() if select(g, how) is None]
     first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing")
     b_simple = median_positive([p["b_simple"] for p in points])
     ci = fit and fit["b_crit_ci"]
     first_b = first_fit and first_fit["b_crit"]
     entry = {"name": name, "metric": metric, "op": op, "value": value, "points": points,
-             "unreached_batch_sizes": [s for s, g in by_size.items() if select(g, how) is None],
+             "unreached_batch_sizes": unreached,
+             "unreached_reasons": {str(s): unreached_reason(table, name, s) for s in unreached},
              "fit": fit, "s_min": fit and fit["s_min"], "e_min": fit and fit["e_min"],
              "b_crit": fit and fit["b_crit"], "b_crit_ci": ci,
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
@@ -250,6 +283,14 @@ def sweep_reading(out: Path) -> Reach:
     no `reached` section, and its runs stopped at the first crossing."""
     section = _sweep_yaml(Path(out)).get("reached")
     return Reach(**section) if section else FIRST
+
+
+def clipped_reading(cfg: dict) -> bool:
+    """Whether runs whose reading window the budget cut off are read with the window clipped
+    (flagged): where the sweep ran no reading extension (budget.reading_extension off or 1,
+    or a folder from before it existed)."""
+    ext = (cfg.get("budget") or {}).get("reading_extension", False)
+    return ext is False or ext is None or ext <= 1
 
 
 def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, str]:
@@ -288,14 +329,15 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     if not records:
         raise ConfigError(f"{out}: holds only scheduled runs; expected fixed batch sizes too "
                           "(batch.sizes), which the schedules are compared with")
-    table = run_table(records, targets, reach)
+    table = run_table(records, targets, reach, clip=clipped_reading(cfg))
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
                for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
                                   [e for e, _ in results], how, bootstrap, seed)
     rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
-                               "status", "steps_to_target", "examples_to_target")} for r in table]
+                               "status", "steps_to_target", "steps_censored", "reading",
+                               "examples_to_target")} for r in table]
     return {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
             "reached": {"rule": reach.rule, "window": reach.window,
                         "definition": reach.describe()},
@@ -312,12 +354,12 @@ def summary_table(analysis: dict) -> str:
     lines = [f"reached: {analysis['reached']['definition']}; learning rate: "
              f"{analysis['lr_selection']}"]
     for t in analysis["targets"]:
-        rows = [[p["batch_size"], p["best_lr"], p["at_edge"] or "", p["steps"], p["examples"]]
-                for p in t["points"]]
-        table = text_table(["batch", "best lr", "edge", "steps", "examples"], rows)
+        rows = [[p["batch_size"], p["best_lr"], p["at_edge"] or "", p["steps"],
+                 optimum.describe(p.get("optimum")), p["examples"]] for p in t["points"]]
+        table = text_table(["batch", "best lr", "edge", "steps", "at the optimum", "examples"],
+                           rows)
         lines += [f"target {t['name']}"] + ["  " + line for line in table.splitlines()]
-        if t["unreached_batch_sizes"]:
-            lines.append(f"  not reached at B = {', '.join(map(str, t['unreached_batch_sizes']))}")
+        lines += [f"  {line}" for line in unreached_lines(t)]
         ci = t["b_crit_ci"]
         ci_text = f" [{number(ci[0], 4)}, {number(ci[1], 4)}]" if ci else ""
         lines.append(f"  S_min {number(t['s_min'], 4)} steps, E_min {number(t['e_min'], 4)} examples, "

@@ -51,7 +51,20 @@ class Run(TypedDict):
     hyperparameters: dict[str, float]
     status: str
     steps_to_target: dict[str, float | None]
+    steps_censored: dict[str, float]  # a lower bound where the run stopped before reaching
     examples_to_target: dict[str, float | None]
+    reading: dict[str, str]  # per target: reached, clipped, unconfirmed, censored, ...
+
+
+class Optimum(TypedDict):
+    """Steps at the learning rate between those tried (a parabola in log lr, log steps)."""
+
+    learning_rate: float
+    steps: float
+    steps_ci: Interval | None
+    curvature: float | None
+    bracketed: bool
+    why: str | None
 
 
 class Point(TypedDict):
@@ -67,6 +80,9 @@ class Point(TypedDict):
     num_lrs: int
     num_reached: int
     num_diverged: int
+    num_censored: int
+    censored_below_best: bool
+    optimum: Optimum
     b_simple: float | None
     b_noise: float | None
 
@@ -106,6 +122,7 @@ class Target(TypedDict):
     value: float
     points: list[Point]
     unreached_batch_sizes: list[int]
+    unreached_reasons: dict[str, str]
     fit: Fit | None
     s_min: float | None
     e_min: float | None
@@ -123,7 +140,9 @@ class RuleEntry(TypedDict):
     learning_rate: float
     ratio_to_optimum: float
     steps: float | None
+    steps_censored: float | None
     relative_cost: float | None
+    relative_cost_censored: float | None
     note: str | None
 
 
@@ -187,7 +206,7 @@ class Analysis(TypedDict):
 
 
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
-    Analysis, Sweep, Reached, Run, Target, Point, Fit, Regimes, FirstCrossing, LRRules,
+    Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
     LROptimum, NoiseScaleFit, RuleEntry, Throughput, PowerLaw)}
 
 

@@ -34,6 +34,21 @@ def steps_at_lr(grid: LRCurve, lr: float) -> tuple[float | None, str | None]:
     return float(np.interp(log_lr, x[pair], means[pair])), None
 
 
+def bound_at_lr(grid: LRCurve, lr: float) -> float | None:
+    """Where `steps_at_lr` finds a neighbouring cell stopped as dominated (censored), a lower
+    bound of the steps there: the same interpolation with its censored seeds at their bound;
+    None where that cannot be read either."""
+    x, log_lr = np.log(grid.lrs), math.log(lr)
+    known = np.where(np.isfinite(grid.means()), grid.means(), grid.bounds())
+    i = int(np.searchsorted(x, log_lr - 1e-9))
+    if i >= len(x) or (i == 0 and abs(x[0] - log_lr) > 1e-9):
+        return None
+    pair = [i] if abs(x[i] - log_lr) <= 1e-9 else [i - 1, i]
+    if not np.all(np.isfinite(known[pair])) or not np.any(np.isfinite(grid.bounds()[pair])):
+        return None
+    return float(np.interp(log_lr, x[pair], known[pair]))
+
+
 def noise_scale_fit(optima: list[dict]) -> dict | None:
     """eps_max, B_noise of lr = eps_max / (1 + B_noise / B), least squares on log lr.
 
@@ -47,11 +62,17 @@ def noise_scale_fit(optima: list[dict]) -> dict | None:
 
 
 def _rule_entry(point: dict, optimum: float, predicted: float, grid: LRCurve) -> dict:
+    """A rule at one batch size; where its steps fall on runs stopped as dominated, they are
+    censored: `steps_censored` and `relative_cost_censored` are lower bounds, never steps."""
     steps, note = steps_at_lr(grid, predicted)
+    bound = bound_at_lr(grid, predicted) if note == "target not reached there" else None
+    if bound is not None:
+        note = "stopped as dominated there"
+    ratio = lambda value: value / point["steps"] if value and point["steps"] else None
     return {"batch_size": point["batch_size"], "learning_rate": predicted,
             "ratio_to_optimum": predicted / optimum, "steps": steps,
-            "relative_cost": steps / point["steps"] if steps and point["steps"] else None,
-            "note": note}
+            "relative_cost": ratio(steps), "steps_censored": bound,
+            "relative_cost_censored": ratio(bound), "note": note}
 
 
 def _breaks(entry: dict) -> bool:

@@ -96,9 +96,10 @@ def constant_lr_expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: 
     return 0.5 * np.sum(h * (options.init_scale**2 * r2t + var), axis=2)
 
 
-def _first_crossing(options: NQMOptions, lr: float, batch_size: int, target: float,
+def steps_to_target(options: NQMOptions, lr: float, batch_size: int, target: float,
                     steps: int) -> float | None:
-    """First t (interpolated between integer steps) with E[L] <= target, None within `steps`.
+    """First t (interpolated between integer steps) with E[L] <= target at the constant `lr`,
+    None within `steps`.
 
     A coarse log-spaced scan (each expected-loss term is monotone in t, so the curve is smooth)
     finds the bracket; integer steps inside it give the crossing exactly as the rule `first`
@@ -124,7 +125,7 @@ def optimal_steps_to_target(options: NQMOptions, batch_sizes: list[int], target:
     best = []
     for size in batch_sizes:
         if ema_decay is None:
-            reached = [_first_crossing(options, float(lr), size, target, steps) for lr in lrs]
+            reached = [steps_to_target(options, float(lr), size, target, steps) for lr in lrs]
         else:
             curves = constant_lr_expected_loss_ema(options, lrs, size, steps, ema_decay)
             reached = [first_crossing(np.arange(steps + 1), c, "<=", target) for c in curves]

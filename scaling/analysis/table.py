@@ -1,5 +1,13 @@
 """Runs as the analysis reads them: one entry per run with its steps, examples and noise scales
-at each target, and per batch size the learning-rate curves (LRCurve) those entries make."""
+at each target, and per batch size the learning-rate curves (LRCurve) those entries make.
+
+Each run's steps to a target are read one of these ways (`reading` per target, READINGS):
+reached under the sweep's rule; clipped (the rule's window cut at the run's end, where the
+budget left no room for it and no reading extension ran: read, and flagged); unconfirmed
+(crossed, but the window did not close within the run: not counted); censored (stopped as
+dominated before reaching it: more than `steps_censored`, never a plain number); not_crossed;
+diverged.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +20,11 @@ import numpy as np
 from scaling.analysis.curves import b_noise_at, b_simple_at
 from scaling.analysis.selection import cell_means
 from scaling.config import AXES
-from scaling.config.targets import FIRST, Reach, crossing
+from scaling.config.targets import FIRST, Reach, crossing, parse_target, series, undecided_bound
 from scaling.store import examples_at
+
+READINGS = ("reached", "clipped", "unconfirmed", "censored", "not_crossed", "diverged")
+WINDOWED = ("sustained", "smoothed")  # the rules that read past the crossing
 
 
 @dataclass
@@ -29,6 +40,7 @@ class LRCurve:
     b_noise: list[np.ndarray] = field(default_factory=list)
     diverged: list[bool] = field(default_factory=list)
     hyperparameters: dict[str, float] = field(default_factory=dict)  # list-valued axes only
+    censored: list[np.ndarray] = field(default_factory=list)  # steps are more than this; NaN
 
     def means(self) -> np.ndarray:
         """Mean steps over seeds per LR; NaN unless every seed reached the target."""
@@ -37,6 +49,16 @@ class LRCurve:
     def stack(self, name: str) -> np.ndarray:
         """One of the per-LR fields as an array, LRs x seeds."""
         return np.array(getattr(self, name), float).reshape(len(self.lrs), -1)
+
+    def bounds(self) -> np.ndarray:
+        """Per LR with a censored seed and every other seed reached, a lower bound of its mean
+        steps (censored seeds at their bound); NaN elsewhere."""
+        if not self.censored:
+            return np.full(len(self.lrs), np.nan)
+        steps, censored = self.stack("steps"), self.stack("censored")
+        known = np.where(np.isfinite(steps), steps, censored)
+        ok = np.all(np.isfinite(known), axis=1) & np.any(np.isfinite(censored), axis=1)
+        return np.where(ok, known.mean(axis=1), np.nan)
 
 
 def _nan(value: float | None) -> float:
@@ -52,9 +74,29 @@ def varying_hyperparameters(records: list[dict]) -> list[str]:
     return [k for k in AXES if len(values[k]) > 1]
 
 
-def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST) -> list[dict]:
+def read_steps(rows: list[dict], target: str, reach: Reach, status: str | None,
+               clip: bool) -> tuple[float | None, str, float | None]:
+    """(steps, how they were read (READINGS), the censored bound) of one run at one target.
+    `clip`: read a window the run ended inside (no reading extension ran) cut at its end."""
+    if status == "diverged":
+        return None, "diverged", None
+    step = crossing(rows, target, reach)
+    if step is not None:
+        return step, "reached", None
+    if status == "dominated":
+        steps = series(rows, reach.column(parse_target(target)[0]))[0]
+        return None, "censored", undecided_bound(steps, reach)
+    late = crossing(rows, target, reach, clip=True) if reach.rule in WINDOWED else None
+    if late is None:
+        return None, "not_crossed", None
+    return (late, "clipped", None) if clip else (None, "unconfirmed", None)
+
+
+def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
+              clip: bool = False) -> list[dict]:
     """One entry per run: identity, status and the interpolated steps/examples/noise per target
-    under `reach`, and the first crossing beside it."""
+    under `reach` (how each was read, and the bound of a censored one), and the first crossing
+    beside it. `clip`: see read_steps."""
     table, axes = [], varying_hyperparameters(records)
     for rec in records:
         cfg, rows = rec["config"], rec["metrics"]
@@ -62,18 +104,29 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST) -> 
                  "learning_rate": float(cfg["learning_rate"]), "seed": int(cfg["seed"]),
                  "hyperparameters": {k: cfg["optimizer"][k] for k in axes},
                  "status": rec["summary"].get("status"), "steps_to_target": {},
-                 "examples_to_target": {}, "b_simple": {}, "b_noise": {}, "first_crossing": {}}
+                 "steps_censored": {}, "reading": {}, "examples_to_target": {},
+                 "b_simple": {}, "b_noise": {}, "first_crossing": {}}
         for name in targets:
-            diverged = entry["status"] == "diverged"
-            step = None if diverged else crossing(rows, name, reach)
-            entry["steps_to_target"][name] = step
-            entry["first_crossing"][name] = None if diverged else crossing(rows, name, FIRST)
+            step, how, bound = read_steps(rows, name, reach, entry["status"], clip)
+            entry["steps_to_target"][name], entry["reading"][name] = step, how
+            entry["steps_censored"][name] = bound
+            entry["first_crossing"][name] = (None if how == "diverged"
+                                             else crossing(rows, name, FIRST))
             entry["examples_to_target"][name] = (
                 None if step is None else examples_at(rows, step, entry["batch_size"]))
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
             entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
         table.append(entry)
     return table
+
+
+def unreached_reason(table: list[dict], target: str, batch_size: int) -> str:
+    """Why no learning rate of a batch size was reached by every seed: unconfirmed (some run
+    crossed, but its reading window did not close within the run), dominated (some run was
+    stopped as dominated before reaching it) or not_crossed."""
+    how = {r["reading"][target] for r in table if r["batch_size"] == batch_size}
+    return "unconfirmed" if "unconfirmed" in how else "dominated" if "censored" in how \
+        else "not_crossed"
 
 
 def lr_curves(table: list[dict], target: str, key: str = "steps_to_target"
@@ -109,6 +162,25 @@ def _lr_curve(by_lr: dict[float, dict[int, dict]], hyperparameters: dict, target
         grid.b_simple.append(read("b_simple", own))
         grid.b_noise.append(read("b_noise", own))
         grid.diverged.append(any(r is not None and r["status"] == "diverged" for r in runs))
+        grid.censored.append(read("steps_censored", own))
     return grid
 
 
+
+
+UNREACHED_TEXT = {
+    "not_crossed": "never crossed at any learning rate within the budget",
+    "unconfirmed": "crossed, but the reading could not be confirmed within the budget (its "
+                   "window ran past it)",
+    "dominated": "runs stopped as dominated before reaching it",
+}
+
+
+def unreached_lines(target: dict) -> list[str]:
+    """The "not reached" lines of an analysis.json target, one per reason."""
+    reasons = target.get("unreached_reasons") or {}
+    by_why: dict[str, list[str]] = defaultdict(list)
+    for size in target.get("unreached_batch_sizes") or []:
+        by_why[reasons.get(str(size), "not_crossed")].append(str(size))
+    return [f"not reached at B = {', '.join(sizes)}: {UNREACHED_TEXT[why]}"
+            for why, sizes in by_why.items()]

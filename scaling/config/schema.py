@@ -145,7 +145,14 @@ class LearningRateConfig:
     """Learning rates per batch size: an explicit or log-spaced grid, one from a rule, or a
     log grid centred on the rule's prediction that the sweep extends when the optimum is at
     an edge (mode: centered: `num` points spanning `span`x either side, at most
-    `max_extensions` extensions per batch size)."""
+    `max_extensions` extensions per batch size).
+
+    search (grid and centred modes; false or off: none): after the first grid, rounds of new
+    learning rates per batch size until each target's best has a neighbour on each side
+    within a factor `resolution` of each other, or `max_rounds` rounds; a walk down from the
+    grid's low edge stops at `floor` (default: the first grid's lowest / 100)
+    (scaling.sweep.search, docs/sweeps.md).
+    """
 
     mode: str = "grid"
     values: list[float] | None = None
@@ -159,16 +166,44 @@ class LearningRateConfig:
     b_noise: float | None = None
     span: float | None = None
     max_extensions: int = 2
+    search: bool = True
+    resolution: float = 1.25
+    max_rounds: int = 5
+    floor: float | None = None
+
+    @property
+    def searched(self) -> bool:
+        """Whether rounds of learning rates follow the first grid (a rule gives one rate)."""
+        return self.search and self.mode in ("grid", "centered")
 
 
 @dataclass
 class BudgetConfig:
-    """Limits on one run; the first one reached ends it. Examples are the natural unit."""
+    """Limits on one run; the first one reached ends it. Examples are the natural unit.
+
+    reading_extension: a run at its batch size's best learning rate whose reading window
+    (reached.window) runs past the budget trains on until the window closes, up to this many
+    times the budget; false, off or 1: none, and such a run is read with the window clipped
+    at the budget, flagged (scaling.config.targets).
+    """
 
     max_steps: int | None = None
     max_examples: int | None = None
     max_epochs: float | None = None
     max_tokens: int | None = None
+    reading_extension: float | bool = 1.5
+
+    @property
+    def extension_factor(self) -> float:
+        """How far past the budget a reading may extend a run, as a factor (1: not at all)."""
+        return 1.0 if self.reading_extension is False else float(self.reading_extension)
+
+    def limits(self) -> dict[str, float]:
+        """The limits that are set, by key (max_steps, max_examples, max_epochs, max_tokens)."""
+        return {k: v for k in LIMITS if (v := getattr(self, k)) is not None}
+
+
+LIMITS = ("max_steps", "max_examples", "max_epochs", "max_tokens")
 
 
 @dataclass
@@ -220,6 +255,10 @@ class TrainConfig:
     this many minutes (0: never), under <out>/checkpoints/; a sweep started again resumes the
     group there, with exactly the metrics an uninterrupted group gives.
     keep_checkpoints: keep a group's checkpoints after it finishes (else they are removed).
+    stop_dominated: at chunk boundaries, stop a run that can no longer be its batch size's best
+    learning rate at any target: a lower bound of its learning rate's mean steps exceeds the
+    best's by more than dominated_margin (relative); the best and its neighbours never stop
+    (scaling.sweep.search.dominated).
     """
 
     chunk_steps: int = 100
@@ -231,6 +270,8 @@ class TrainConfig:
     precision: str = "auto"
     checkpoint_minutes: float = 5.0
     keep_checkpoints: bool = False
+    stop_dominated: bool = True
+    dominated_margin: float = 0.1
 
 
 @dataclass

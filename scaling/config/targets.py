@@ -19,7 +19,10 @@ small batch sizes look fast and the critical batch size comes out small. The rul
 `sustained` and `smoothed` need the run to go on past the crossing, to about window x (1 +
 step) - 1 (its horizon); the engine keeps a run training until the rule can decide, so their
 cost is that factor on each run's last target. Steps count from 1 + step so that step 0 has a
-place on the log axis; far from the start that is the window in step itself.
+place on the log axis; far from the start that is the window in step itself. A run that ends
+before its horizon (the budget) can be read with the windows clipped at its last point
+(`clip`): a one-sided window, flagged wherever it is used. A run stopped before it decided a
+target has steps to it of more than `undecided_bound` (`Censored`).
 
 Everything here is numpy and the window arithmetic (`window_mean`) takes its array module as
 an argument, so the engine's in-run check (scaling.train.reach) runs the same formula under jit.
@@ -65,6 +68,13 @@ class Reach:
 FIRST = Reach("first")  # the first crossing: the definition most papers used
 
 
+class Censored(NamedTuple):
+    """Steps to a target of a run that stopped (or is still running) before deciding it: more
+    than `steps`, never a plain number."""
+
+    steps: float
+
+
 def past_horizon(step: Any, start: Any, window: float) -> Any:
     """Has a run that met the target from `start` on reached its horizon, `step` >= window x
     (1 + start) - 1? A
@@ -92,9 +102,10 @@ def first_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: float)
 
 
 def sustained_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: float,
-                       window: float) -> float | None:
+                       window: float, clip: bool = False) -> float | None:
     """Rule `sustained`: the first point k that meets the target with every point up to
-    its horizon meeting it too, and the run recorded that far; interpolated as `first`."""
+    its horizon meeting it too, and the run recorded that far; interpolated as `first`.
+    With `clip`, a horizon past the last point is cut there."""
     ok = meets(values, op, value)
     start = None
     for k in range(len(steps)):
@@ -104,7 +115,7 @@ def sustained_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: fl
         start = k if start is None else start
         if past_horizon(steps[k], steps[start], window):
             return _interpolate(steps, values, start, value)
-    return None
+    return _interpolate(steps, values, start, value) if clip and start is not None else None
 
 
 class WindowEdges(NamedTuple):
@@ -119,11 +130,12 @@ class WindowEdges(NamedTuple):
     hi: np.ndarray  # the window's far edge in log(1 + step)
 
 
-def window_edges(steps: np.ndarray, window: float) -> WindowEdges:
-    """The windows of every point: log(1 + step) +- log(window), cut at step 0 on the left."""
+def window_edges(steps: np.ndarray, window: float, end: float | None = None) -> WindowEdges:
+    """The windows of every point: log(1 + step) +- log(window), cut at step 0 on the left
+    (and at `end`, in log(1 + step), on the right when given)."""
     u = np.log1p(np.asarray(steps, np.float64))
     lw = math.log(window)
-    lo, hi = np.maximum(u - lw, 0.0), u + lw
+    lo, hi = np.maximum(u - lw, 0.0), u + lw if end is None else np.minimum(u + lw, end)
 
     def locate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(u) < 2:
@@ -156,14 +168,16 @@ def window_mean(xp: Any, u: Any, values: Any, cum: Any, edges: WindowEdges, k: A
     return (top - bottom) / edges.width[k]
 
 
-def smoothed_curve(steps: np.ndarray, values: np.ndarray, window: float
+def smoothed_curve(steps: np.ndarray, values: np.ndarray, window: float, clip: bool = False
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """(window means, whether the run recorded past each window): point 0 keeps its value."""
+    """(window means, whether the run recorded past each window): point 0 keeps its value.
+    With `clip`, windows are cut at the last point, so every mean is read (one-sided near
+    the end)."""
     steps, values = np.asarray(steps, np.float64), np.asarray(values, np.float64)
     if len(steps) < 2:
         return values.copy(), np.ones(len(steps), bool)
     u = np.log1p(steps)
-    edges = window_edges(steps, window)
+    edges = window_edges(steps, window, u[-1] if clip else None)
     valid = edges.hi <= u[-1] + 1e-12
     means = window_mean(np, u, values, cumulative(np, u, values), edges, np.arange(len(steps)))
     means[0], valid[0] = values[0], True
@@ -171,11 +185,27 @@ def smoothed_curve(steps: np.ndarray, values: np.ndarray, window: float
 
 
 def smoothed_crossing(steps: np.ndarray, values: np.ndarray, op: str, value: float,
-                      window: float) -> float | None:
+                      window: float, clip: bool = False) -> float | None:
     """Rule `smoothed`: first crossing of the window means the run recorded far enough for
-    (point 0 keeps its own value, so a target met at the start is met at step 0)."""
-    means, valid = smoothed_curve(steps, values, window)
+    (point 0 keeps its own value, so a target met at the start is met at step 0); with
+    `clip`, of every point's mean with its window cut at the last point."""
+    means, valid = smoothed_curve(steps, values, window, clip)
     return first_crossing(steps[valid], means[valid], op, value)
+
+
+def undecided_bound(steps: np.ndarray, reach: Reach) -> float:
+    """The fewest steps to a target that a run evaluated at `steps` (ascending, its last the
+    step it is at) and not yet reaching it under `reach` can still be read at: its last point
+    for first and ema; for sustained and smoothed, the last point whose window has closed,
+    since any later crossing is interpolated from there on. A lower bound (`Censored`)."""
+    steps = np.asarray(steps, np.float64)
+    if reach.rule in ("first", "ema") or len(steps) < 2:
+        return float(steps[-1]) if len(steps) else 0.0
+    if reach.rule == "smoothed":
+        closed = window_edges(steps, reach.window).hi <= np.log1p(steps[-1]) + 1e-12
+    else:
+        closed = past_horizon(steps[-1], steps, reach.window)
+    return float(steps[closed][-1]) if closed.any() else 0.0
 
 
 def parse_target(text: str) -> tuple[str, str, float]:
@@ -199,15 +229,16 @@ def series(rows: list[dict[str, Any]], column: str) -> tuple[np.ndarray, np.ndar
 
 
 def crossing(rows: list[dict[str, Any]], target: str | tuple[str, str, float],
-             reach: Reach = Reach()) -> float | None:
+             reach: Reach = Reach(), clip: bool = False) -> float | None:
     """Interpolated steps to `target` in one run's metric rows under `reach`; None if not
-    reached (or not yet decidable: the run stopped before the rule's horizon)."""
+    reached (or not yet decidable: the run stopped before the rule's horizon). With `clip`,
+    a horizon past the last row is cut there (sustained and smoothed; flag such a reading)."""
     metric, op, value = parse_target(target) if isinstance(target, str) else target
     steps, values = series(rows, reach.column(metric))
     if not len(steps):
         return None
     if reach.rule == "sustained":
-        return sustained_crossing(steps, values, op, value, reach.window)
+        return sustained_crossing(steps, values, op, value, reach.window, clip)
     if reach.rule == "smoothed":
-        return smoothed_crossing(steps, values, op, value, reach.window)
+        return smoothed_crossing(steps, values, op, value, reach.window, clip)
     return first_crossing(steps, values, op, value)

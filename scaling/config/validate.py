@@ -43,6 +43,7 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
          f"one of {', '.join(names.LR_MODES)}")
     need(lr.mode == "centered" or lr.span is None, "learning_rate.span", lr.span,
          "unset except with mode: centered")
+    _validate_search(lr)
     if lr.mode == "grid":
         if lr.values is not None:
             need(len(lr.values) > 0 and all(v > 0 for v in lr.values), "learning_rate.values",
@@ -75,6 +76,17 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
              "a positive integer (default: the smallest batch size)")
         if lr.batch_ref is None:
             lr.batch_ref = min(sizes)
+
+
+def _validate_search(lr: LearningRateConfig) -> None:
+    """The search keys; resolution and floor are checked even with the search off, so turning
+    it on later cannot meet a bad value."""
+    need(lr.resolution > 1, "learning_rate.resolution", lr.resolution,
+         "a number > 1 (the search ends when the best's neighbours are within this factor)")
+    need(lr.floor is None or lr.floor > 0, "learning_rate.floor", lr.floor,
+         "a positive learning rate or null (the first grid's lowest / 100)")
+    need(not lr.searched or lr.max_rounds >= 1, "learning_rate.max_rounds", lr.max_rounds,
+         "an integer >= 1 while learning_rate.search is on (or search: off)")
 
 
 def _validate_centered(lr: LearningRateConfig) -> None:
@@ -277,6 +289,9 @@ def _validate_train(cfg: Config) -> None:
          t.memory_limit_gb, "a positive number of gigabytes or null (the device's own limit)")
     need(t.checkpoint_minutes >= 0, "train.checkpoint_minutes", t.checkpoint_minutes,
          "a number of minutes >= 0 (0: no mid-run checkpoints)")
+    need(t.dominated_margin >= 0, "train.dominated_margin", t.dominated_margin,
+         "a number >= 0 (relative: a run stops once its learning rate's steps exceed the "
+         "best's by more than this share)")
     need(cfg.parallel.data is None or cfg.parallel.data > 0, "parallel.data", cfg.parallel.data,
          "a positive integer or null (all devices)")
     need(cfg.parallel.runs > 0, "parallel.runs", cfg.parallel.runs, "a positive integer")
@@ -336,12 +351,15 @@ def _validate_axes(cfg: Config) -> None:
 
 def _validate_budget(cfg: Config, task: Any) -> None:
     bud = cfg.budget
-    limits = {k: getattr(bud, k) for k in ("max_steps", "max_examples", "max_epochs", "max_tokens")}
-    set_limits = {k: v for k, v in limits.items() if v is not None}
+    set_limits = bud.limits()
     need(bool(set_limits), "budget", "no limit set",
          "at least one of max_steps, max_examples, max_epochs, max_tokens")
     for key, value in set_limits.items():
         need(value > 0, f"budget.{key}", value, "a positive number")
+    ext = bud.reading_extension
+    need(ext is False or (ext is not True and ext >= 1), "budget.reading_extension", ext,
+         "a factor >= 1 on the budget (how far a best run may train on to close its reading "
+         "window), or off (1 or false: none, read with the window clipped at the budget)")
     finite = task.finite_data
     if not finite:
         need(bud.max_epochs is None, "budget.max_epochs", bud.max_epochs,

@@ -17,6 +17,7 @@ import numpy as np
 from scaling.formatting import number
 from scaling.report.noise_figure import loss_key, noise_scale_vs_loss, noise_series
 from scaling.report.style import OKABE_ITO, RULE_COLOURS, batch_axis, colour, geom, pyplot, save
+from scaling.report.tables import cell_text, cells
 from scaling.store.rows import positive
 
 __all__ = ["FIGURES", "noise_scale_vs_loss", "write_all"]
@@ -54,7 +55,8 @@ def _targets_with_points(analysis: dict) -> list[tuple[dict, list[dict]]]:
 
 
 def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Steps to each target vs batch size (log-log), the fitted S(B) and perfect scaling."""
+    """Steps to each target vs batch size (log-log): the best rate's (dots) and, where
+    bracketed, the optimum's that the fit uses (bars); the fitted S(B) and perfect scaling."""
     targets = _targets_with_points(analysis)
     if not targets:
         return None
@@ -67,6 +69,9 @@ def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | No
         c, b0, s0 = colour(i), pts[0]["batch_size"], pts[0]["steps"]
         ax.plot([p["batch_size"] for p in pts], [p["steps"] for p in pts], "o", color=c,
                 label=t["name"], zorder=3)
+        opt = [p for p in pts if (p.get("optimum") or {}).get("bracketed")]
+        ax.plot([p["batch_size"] for p in opt], [p["optimum"]["steps"] for p in opt], "_",
+                color=c, ms=12, mew=2, zorder=4)
         ax.plot(grid, [s0 * b0 / b for b in grid], ":", color=c, lw=1)
         fit = _fit(t)
         if fit:
@@ -74,6 +79,8 @@ def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | No
                     label=f"fit: $B_{{crit}}$={number(fit['b_crit'])}, $S_{{min}}$={number(fit['s_min'])}")
             ax.axhline(fit["s_min"], color=c, lw=0.6, ls="--", alpha=0.6)
             shown.append(fit["s_min"])
+    ax.plot([], [], "_", color="black", ms=12, mew=2,
+            label="at the optimum between rates (fitted)")
     ax.plot([], [], ":", color="black", lw=1, label="perfect scaling (slope -1)")
     if any(_fit(t) for t, _ in targets):
         ax.plot([], [], "--", color="black", lw=0.6, label="$S_{min}$ (fewest steps)")
@@ -287,47 +294,29 @@ def bcrit_vs_target(analysis: dict, records: list[dict], path: Path) -> Path | N
 # ---------------------------------------------------------------- 6. heatmap
 
 
-def _cells(analysis: dict, target: str) -> dict[tuple[int, float], dict]:
-    """(batch size, LR) -> {'steps': mean over seeds or None, 'diverged', 'reached'}; with
-    optimizer scalars as grid axes, the cell shows their best combination."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in analysis.get("runs") or []:
-        combo = tuple(sorted((r.get("hyperparameters") or {}).items()))
-        groups.setdefault((r["batch_size"], r["learning_rate"], combo), []).append(r)
-    out: dict[tuple[int, float], dict] = {}
-    for (size, lr, _), runs in groups.items():
-        steps = [(r.get("steps_to_target") or {}).get(target) for r in runs]
-        reached = all(positive(s) for s in steps)
-        cell = {"steps": sum(steps) / len(steps) if reached else None, "reached": reached,
-                "diverged": any(r.get("status") == "diverged" for r in runs)}
-        old = out.get((size, lr))
-        if old is None or (reached and (not old["reached"] or cell["steps"] < old["steps"])):
-            out[size, lr] = cell
-    return out
-
-
 def _heatmap_target(analysis: dict) -> str | None:
     """The primary target, or the LR-rules target when no cell reached the primary one."""
     primary = analysis.get("primary_target")
-    if primary and any(c["reached"] for c in _cells(analysis, primary).values()):
+    if primary and any(c["reached"] for c in cells(analysis, primary).values()):
         return primary
     fallback = _lr_target(analysis)
     return fallback["name"] if fallback and fallback.get("points") else primary
 
 
 def heatmap(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Steps to target over (batch size, LR); diverged and unreached cells marked."""
+    """Steps to target over (batch size, LR); diverged, unreached and censored (stopped as
+    dominated: "> s") cells marked."""
     target = _heatmap_target(analysis)
-    cells = _cells(analysis, target) if target else {}
-    if not cells:
+    by_cell = cells(analysis, target) if target else {}
+    if not by_cell:
         return None
     import matplotlib.colors as mcolors  # matplotlib loads on the first figure (style.pyplot)
 
     plt = pyplot()
-    sizes = sorted({b for b, _ in cells})
-    rates = sorted({lr for _, lr in cells}, reverse=True)
+    sizes = sorted({b for b, _ in by_cell})
+    rates = sorted({lr for _, lr in by_cell}, reverse=True)
     grid = np.full((len(rates), len(sizes)), np.nan)
-    for (b, lr), cell in cells.items():
+    for (b, lr), cell in by_cell.items():
         if cell["steps"] is not None:
             grid[rates.index(lr), sizes.index(b)] = cell["steps"]
     fig, ax = plt.subplots(figsize=(0.9 * len(sizes) + 3.0, 0.5 * len(rates) + 2.0))
@@ -339,7 +328,7 @@ def heatmap(analysis: dict, records: list[dict], path: Path) -> Path | None:
         fig.colorbar(image, ax=ax, label="steps to target (mean over seeds)")
     best = {p["batch_size"]: p["best_lr"] for t in analysis.get("targets") or []
             if t.get("name") == target for p in t.get("points") or []}
-    for (b, lr), cell in cells.items():
+    for (b, lr), cell in by_cell.items():
         x, y = sizes.index(b), rates.index(lr)
         if cell["steps"] is not None:
             dark = norm(cell["steps"]) < 0.6
@@ -348,18 +337,19 @@ def heatmap(analysis: dict, records: list[dict], path: Path) -> Path | None:
         else:
             ax.add_patch(plt.Rectangle(
                 (x - 0.5, y - 0.5), 1, 1, facecolor="0.97" if cell["diverged"] else "0.85",
-                hatch="xx" if cell["diverged"] else None, edgecolor="0.7", lw=0))
-            ax.text(x, y, "diverged" if cell["diverged"] else "not\nreached", ha="center",
+                hatch="xx" if cell["diverged"] else "//" if cell["censored"] else None,
+                edgecolor="0.7", lw=0))
+            ax.text(x, y, cell_text(cell).replace("not reached", "not\nreached"), ha="center",
                     va="center", fontsize=6.5, color="black",
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.8}
-                    if cell["diverged"] else None)
+                    if cell["diverged"] or cell["censored"] else None)
         if best.get(b) == lr:
             ax.add_patch(plt.Rectangle((x - 0.47, y - 0.47), 0.94, 0.94, fill=False,
                                        edgecolor="#D55E00", lw=2.2))
     ax.set_xticks(range(len(sizes)), [str(b) for b in sizes])
     ax.set_yticks(range(len(rates)), [f"{lr:.3g}" for lr in rates])
     ax.set(xlabel=_batch_label(analysis), ylabel="learning rate",
-           title=f"Steps to {target} (orange box: best LR per batch size)")
+           title=f"Steps to {target} (orange box: best LR per batch size; > s: stopped)")
     ax.set_xlim(-0.5, len(sizes) - 0.5)
     ax.set_ylim(len(rates) - 0.5, -0.5)
     return save(fig, path)

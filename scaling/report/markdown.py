@@ -11,12 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from scaling.config import Config, ConfigError, learning_rates, load
 from scaling.analysis.definitions import DEFINITIONS
+from scaling.analysis.table import unreached_lines
+from scaling.config import Config, ConfigError, learning_rates, load
+from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.formatting import interval, markdown_table, number
+from scaling.report.tables import best_lr_section, relative_cost
 from scaling.store import atomic_write, read_arithmetic
-from scaling.config.arithmetic import Arithmetic, format_table
 
 POOR_FIT = 0.15  # rms residual of log steps above which a fit is called poor (~16% typical error)
 WIDE_CI = 4.0  # B_crit interval hi/lo above which it is called wide
@@ -78,7 +80,7 @@ def _config_section(cfg: Config) -> list[str]:
     s, bud = cfg.schedule, cfg.budget
     task_opts = ", ".join(f"{k} {v}" for k, v in vars(cfg.task.options).items()) \
         if cfg.task.options is not None else ""
-    budget = ", ".join(f"{k} {number(v)}" for k, v in vars(bud).items() if v is not None)
+    budget = ", ".join(f"{k} {number(v)}" for k, v in bud.limits().items())
     sched = s.name + (f", warm-up {s.warmup_fraction:g} of the run" if s.warmup_fraction else "")
     return [f"- task: {cfg.task.name}" + (f" ({task_opts})" if task_opts else ""),
             f"- model: {_model(cfg)}",
@@ -175,26 +177,6 @@ def _fits(analysis: dict) -> list[str]:
         + notes + ([""] if notes else [])
 
 
-def _best_lr(analysis: dict) -> list[str]:
-    lines = ["## Best learning rate per batch size", ""]
-    for t in analysis.get("targets") or []:
-        first = (t.get("first_crossing") or {}).get("steps") or {}
-        rows = [[p["batch_size"], p.get("best_lr"), p.get("refined_lr"), p.get("at_edge") or "-",
-                 p.get("steps"), p.get("steps_min"), first.get(str(p["batch_size"])),
-                 p.get("examples"), f"{p.get('num_reached')}/{p.get('num_lrs')}",
-                 p.get("num_diverged"), p.get("b_simple")]
-                for p in sorted(t.get("points") or [], key=lambda p: p["batch_size"])]
-        lines += [f"### {t['name']}", ""]
-        if rows:
-            lines += markdown_table(["batch", "best grid LR", "refined LR", "at grid edge", "steps",
-                             "fewest mean steps", "first crossing", "examples",
-                             "LRs reached/tried", "diverged", "B_simple"], rows)
-        else:
-            lines.append("No batch size reached this target.")
-        lines.append("")
-    return lines
-
-
 def _lr_rules(analysis: dict) -> list[str]:
     rules = analysis.get("lr_rules")
     if not rules:
@@ -210,7 +192,7 @@ def _lr_rules(analysis: dict) -> list[str]:
                      f"B_noise {number(fit.get('b_noise'))}.")
     optimum = {o["batch_size"]: o["learning_rate"] for o in rules.get("optima") or []}
     rows = [[name, r["batch_size"], optimum.get(r["batch_size"]), r.get("learning_rate"),
-             r.get("ratio_to_optimum"), r.get("relative_cost"), r.get("note") or "-"]
+             r.get("ratio_to_optimum"), relative_cost(r), r.get("note") or "-"]
             for name, rs in (rules.get("rules") or {}).items()
             for r in sorted(rs, key=lambda r: r["batch_size"])]
     lines += [""] + markdown_table(["rule", "batch", "measured optimum", "predicted LR",
@@ -324,9 +306,7 @@ def _target_conclusion(t: dict) -> list[str]:
     if unreached and not t.get("points"):
         return [f"{name} was not reached at any batch size or learning rate within the budget: "
                 "no fit; a larger budget or an easier target would give one."]
-    if unreached:
-        out.append(f"{name} was not reached at batch size{'s' if len(unreached) > 1 else ''} "
-                   f"{', '.join(str(b) for b in unreached)} within the budget at any learning rate.")
+    out += [f"{name} was {line}." for line in unreached_lines(t)]
     edges = [p for p in t.get("points") or [] if p.get("at_edge")]
     if edges:
         out.append(f"For {name} the best learning rate sits at the grid's edge at batch size "
@@ -398,7 +378,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", ""]
     lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
-    lines += _best_lr(analysis)
+    lines += best_lr_section(analysis)
     lines += _definitions(analysis) + _schedules(analysis) + _lr_rules(analysis)
     lines += _throughput(analysis)
     lines += _figures(out, figures)

@@ -5,15 +5,16 @@ surface (`store.load(out)` gives every run's config, summary and metrics).
 
 from scaling.store.files import atomic_write, dumps, write_json
 from scaling.store.rows import Row, examples_at, finite, value_at
-from scaling.store.runs import (ARITHMETIC, EXTENSIONS, add_extension, append_metrics, checkpoint_dir,
-                                finish_run, frame, is_done, load, mean_throughput, read_arithmetic, read_extensions,
-                                read_metrics, read_summary, resume_run, rows_until, run_dir, start_run,
-                                training_seconds)
+from scaling.store.runs import (ARITHMETIC, EXTENSIONS, ROUNDS, add_extension, add_round,
+                                append_metrics, checkpoint_dir, finish_run, frame, is_done, load,
+                                mean_throughput, read_arithmetic, read_extensions, read_metrics,
+                                read_rounds, read_summary, resume_run, rows_until, run_dir,
+                                start_run, training_seconds)
 
 __all__ = [
-    "ARITHMETIC", "EXTENSIONS", "Row", "add_extension", "append_metrics", "atomic_write", "checkpoint_dir",
-    "dumps", "examples_at", "finish_run", "finite", "frame", "is_done", "load", "mean_throughput",
-    "read_arithmetic", "read_extensions",
-    "read_metrics", "read_summary", "resume_run", "rows_until", "run_dir", "start_run",
+    "ARITHMETIC", "EXTENSIONS", "ROUNDS", "Row", "add_extension", "add_round", "append_metrics",
+    "atomic_write", "checkpoint_dir", "dumps", "examples_at", "finish_run", "finite", "frame",
+    "is_done", "load", "mean_throughput", "read_arithmetic", "read_extensions", "read_metrics",
+    "read_rounds", "read_summary", "resume_run", "rows_until", "run_dir", "start_run",
     "training_seconds", "value_at", "write_json",
 ]

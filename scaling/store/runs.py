@@ -1,5 +1,5 @@
 """The results folder: <out>/sweep.yaml, <out>/runs/<run_id>/{config.json, metrics.jsonl,
-summary.json} and extensions.json (docs/results-format.md).
+summary.json}, extensions.json and rounds.json (docs/results-format.md).
 
 A run without summary.json is not done and is trained again from scratch on resume; metrics
 are appended one chunk at a time.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from scaling.store.files import atomic_write, dumps, write_json
 
@@ -123,33 +123,60 @@ def read_arithmetic(out: Path) -> list[dict[str, Any]] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-# ---------------------------------------------------------------- grid extensions
+# ---------------------------------------------------------------- records of the grid's growth
 
 EXTENSIONS = "extensions.json"
+ROUNDS = "rounds.json"
 
 
-def read_extensions(out: Path) -> list[dict[str, Any]]:
-    """The recorded extensions of centred learning-rate grids, oldest first."""
-    path = Path(out) / EXTENSIONS
+def read_records(out: Path, name: str) -> list[dict[str, Any]]:
+    """An append-only record file of the folder (EXTENSIONS, ROUNDS), oldest first."""
+    path = Path(out) / name
     return json.loads(path.read_text()) if path.is_file() else []
 
 
-def add_extension(out: Path, record: dict[str, Any]) -> bool:
-    """Append `record` unless an equal one is there; False if it was. Safe across processes.
+def _append(out: Path, name: str, record: dict[str, Any],
+            same: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Append `record` to the record file `name` unless one it calls `same` is there; the
+    record that stands is returned. Safe across processes.
 
     The read-modify-write holds an exclusive lock, and the file is replaced atomically, so
-    shards extending different batch sizes at once lose nothing and a reader never sees half.
+    shards writing different batch sizes at once lose nothing and a reader never sees half.
     """
     import fcntl  # POSIX only, so imported where the lock is taken
 
     Path(out).mkdir(parents=True, exist_ok=True)
-    with open(Path(out) / f".{EXTENSIONS}.lock", "w") as lock:
+    with open(Path(out) / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        records = read_extensions(out)
-        if record in records:
-            return False
-        write_json(Path(out) / EXTENSIONS, records + [record])
-        return True
+        records = read_records(out, name)
+        standing = next((r for r in records if same(r)), None)
+        if standing is not None:
+            return standing
+        write_json(Path(out) / name, records + [record])
+        return record
+
+
+def read_extensions(out: Path) -> list[dict[str, Any]]:
+    """The recorded extensions of centred learning-rate grids, oldest first."""
+    return read_records(out, EXTENSIONS)
+
+
+def add_extension(out: Path, record: dict[str, Any]) -> bool:
+    """Append `record` unless an equal one is there; False if it was. Safe across processes."""
+    return _append(out, EXTENSIONS, record, lambda r: r == record) is record
+
+
+def read_rounds(out: Path) -> list[dict[str, Any]]:
+    """The recorded learning-rate search rounds (scaling.sweep.search.round_record), oldest
+    first."""
+    return read_records(out, ROUNDS)
+
+
+def add_round(out: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Record a search round unless its batch size already has a round of that number; the
+    round that stands is returned (another process may have planned it first: train that)."""
+    key = (record["batch_size"], record["round"])
+    return _append(out, ROUNDS, record, lambda r: (r["batch_size"], r["round"]) == key)
 
 
 # ---------------------------------------------------------------- pandas view

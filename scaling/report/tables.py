@@ -1,0 +1,108 @@
+"""Per-cell readings for the report and the heatmap: each (batch size, learning rate) cell's
+mean steps over seeds, or why there are none (diverged, not reached, stopped as dominated:
+censored, shown "> s" and never as a plain number); and the best-learning-rate tables with the
+optimum between the rates tried beside the best measured point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaling.analysis.optimum import describe
+from scaling.formatting import markdown_table, more_than, number
+from scaling.store.rows import positive
+
+
+def _cell(runs: list[dict], target: str) -> dict[str, Any]:
+    """One cell over its seeds: steps (the mean where every seed reached), censored (a lower
+    bound of the mean where the others reached and some were stopped as dominated)."""
+    steps = [(r.get("steps_to_target") or {}).get(target) for r in runs]
+    bounds = [(r.get("steps_censored") or {}).get(target) for r in runs]
+    reached = all(positive(s) or s == 0 for s in steps) and all(s is not None for s in steps)
+    known = [s if s is not None else b for s, b in zip(steps, bounds)]
+    censored = not reached and any(b is not None for b in bounds) and None not in known
+    return {"steps": sum(steps) / len(steps) if reached else None, "reached": reached,
+            "diverged": any(r.get("status") == "diverged" for r in runs),
+            "censored": sum(known) / len(known) if censored else None}
+
+
+def cells(analysis: dict, target: str) -> dict[tuple[int, float], dict]:
+    """(batch size, LR) -> {'steps', 'reached', 'diverged', 'censored'} over analysis.json's
+    runs; with optimizer scalars as grid axes, the cell shows their best combination."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in analysis.get("runs") or []:
+        combo = tuple(sorted((r.get("hyperparameters") or {}).items()))
+        groups.setdefault((r["batch_size"], r["learning_rate"], combo), []).append(r)
+    out: dict[tuple[int, float], dict] = {}
+    for (size, lr, _), runs in groups.items():
+        cell = _cell(runs, target)
+        old = out.get((size, lr))
+        better = cell["reached"] and (not old or not old["reached"] or cell["steps"] < old["steps"])
+        if old is None or better:
+            out[size, lr] = cell
+    return out
+
+
+def cell_text(cell: dict) -> str:
+    """A cell for tables and the heatmap: its steps, '> s' (censored), diverged or '-'."""
+    if cell["steps"] is not None:
+        return number(cell["steps"])
+    if cell["censored"] is not None:
+        return more_than(cell["censored"])
+    return "diverged" if cell["diverged"] else "not reached"
+
+
+def steps_section(analysis: dict) -> list[str]:
+    """Every cell of the primary target, one row per batch size (rates differ between batch
+    sizes once a search has run)."""
+    target = analysis.get("primary_target")
+    by_size: dict[int, list[str]] = {}
+    for (size, lr), cell in sorted(cells(analysis, target).items() if target else []):
+        by_size.setdefault(size, []).append(f"{lr:.4g}: {cell_text(cell)}")
+    if not by_size:
+        return []
+    rows = [[size, "; ".join(texts)] for size, texts in sorted(by_size.items())]
+    return [f"### Steps to {target} at every learning rate tried", "",
+            "Mean over seeds; \"> s\": stopped as dominated before reaching the target, so "
+            "more than s steps.", ""] + markdown_table(["batch", "learning rate: steps"], rows) \
+        + [""]
+
+
+def best_lr_section(analysis: dict) -> list[str]:
+    """Per target, the best learning rate of each batch size, its measured steps, and the
+    steps at the optimum between the rates tried (with their interval) that the fit uses."""
+    lines = ["## Best learning rate per batch size", "",
+             "\"at the optimum\": the minimum of a parabola in (log lr, log steps) through the "
+             "best rate and its two neighbours, 95% interval over resampled seeds; the trade-off "
+             "fit uses it, or the best measured point where the best has no neighbour reached "
+             "on each side.", ""]
+    for t in analysis.get("targets") or []:
+        first = (t.get("first_crossing") or {}).get("steps") or {}
+        rows = [[p["batch_size"], p.get("best_lr"), p.get("at_edge") or "-", p.get("steps"),
+                 describe(p.get("optimum")), _curvature(p.get("optimum")), p.get("steps_min"),
+                 first.get(str(p["batch_size"])), p.get("examples"),
+                 f"{p.get('num_reached')}/{p.get('num_lrs')}", p.get("num_diverged"),
+                 p.get("num_censored", 0), p.get("b_simple")]
+                for p in sorted(t.get("points") or [], key=lambda p: p["batch_size"])]
+        lines += [f"### {t['name']}", ""]
+        if rows:
+            lines += markdown_table(["batch", "best LR tried", "at edge", "steps",
+                                     "at the optimum", "curvature", "fewest mean steps",
+                                     "first crossing", "examples", "LRs reached/tried",
+                                     "diverged", "stopped", "B_simple"], rows)
+        else:
+            lines.append("No batch size reached this target.")
+        lines.append("")
+    return lines + steps_section(analysis)
+
+
+def _curvature(opt: dict | None) -> str:
+    return number(opt["curvature"]) if opt and opt.get("curvature") is not None else "-"
+
+
+def relative_cost(rule: dict) -> str:
+    """A rule's relative cost in steps: a number, '> x' on runs stopped as dominated, or '-'."""
+    if rule.get("relative_cost") is not None:
+        return number(rule["relative_cost"])
+    if rule.get("relative_cost_censored") is not None:
+        return more_than(rule["relative_cost_censored"])
+    return "-"

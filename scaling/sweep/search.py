@@ -1,0 +1,314 @@
+"""The learning-rate search of one batch size: which rates the next round trains, when the
+search is done and why, and which running runs can stop because they can no longer be the best.
+
+Pure functions of the runs' readings so far (numbers, no devices), so the sweep loop calls them
+between rounds and at chunk boundaries, and tests drive them with closed forms.
+
+- Bracket first: while a target's best learning rate is the lowest or highest tried, step
+  outward by the grid's factor (upward until a rate diverges or stops reaching the target;
+  downward no lower than the floor).
+- Then resolve: once the best has a neighbour on each side, add the geometric midpoint between
+  the best and each neighbour farther than sqrt(resolution) from it, until the two neighbours
+  lie within a factor `resolution` of each other. Those three points are what the analysis
+  fits its parabola through (scaling.analysis.optimum).
+- Every target counts: a round trains the union of what the targets ask for, deduplicated as
+  run ids print learning rates (6 significant digits), and never a rate already tried.
+- A round limit ends the search whatever is left; the reasons say what.
+
+A run's steps to a target are a number (reached), `Censored(s)` (not reached by step s: stopped,
+or still running) or None (never: diverged, or ended unreached). A cell (one learning rate,
+every seed) counts as reached only when every seed reached; its lower bound counts censored
+seeds at their s. The rounds of a results folder are recorded in rounds.json
+(scaling.store.add_round) as `round_record` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaling.config import Config, LearningRateConfig
+from scaling.config.targets import Censored, Reach, crossing, parse_target, series, undecided_bound
+
+Steps = float | Censored | None
+DEFAULT_FACTOR = math.sqrt(10.0)  # the outward step of a one-rate grid: half a decade
+FLOOR_BELOW_GRID = 100.0  # the default floor: the first grid's lowest rate / this
+
+
+@dataclass(frozen=True)
+class RunReading:
+    """One run of the batch size as the search reads it: per target, its steps (`Steps`);
+    `running` while it still trains (its censored steps may still fall)."""
+
+    learning_rate: float
+    seed: int
+    steps: dict[str, Steps]
+    diverged: bool = False
+    running: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """factor: the outward step; resolution: the neighbours' ratio that ends a target's search;
+    max_rounds: rounds after the first grid; floor: the lowest rate a downward walk tries."""
+
+    factor: float = DEFAULT_FACTOR
+    resolution: float = 1.25
+    max_rounds: int = 5
+    floor: float = 0.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The next round: its new learning rates (ascending; none: the search is done) and, per
+    target, why (what it asks for, or why it asks for nothing)."""
+
+    learning_rates: tuple[float, ...]
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return not self.learning_rates
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One learning rate over its seeds at one target: `mean` when every seed reached (else
+    inf), `bound` a lower bound of the mean (censored seeds at their s; inf when a seed never
+    reaches)."""
+
+    learning_rate: float
+    mean: float
+    bound: float
+    diverged: bool
+
+
+def rate_key(lr: float) -> str:
+    """A learning rate as run ids print it: two rates with one key are one rate."""
+    return f"{lr:.6g}"
+
+
+def rounded(lr: float) -> float:
+    """A proposed rate to the digits its run id shows, so the id and the value agree."""
+    return float(rate_key(lr))
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _seed_value(steps: Steps) -> tuple[float, bool]:
+    """(the seed's lower bound, whether it is exact)."""
+    if steps is None:
+        return math.inf, False
+    if isinstance(steps, Censored):
+        return float(steps.steps), False
+    return float(steps), True
+
+
+def cells(runs: list[RunReading], target: str) -> list[Cell]:
+    """The learning rates tried, ascending, each read over its seeds at `target`."""
+    by_rate: dict[str, list[RunReading]] = {}
+    for run in runs:
+        by_rate.setdefault(rate_key(run.learning_rate), []).append(run)
+    out = []
+    for group in by_rate.values():
+        values = [_seed_value(r.steps.get(target)) for r in group]
+        bound = sum(v for v, _ in values) / len(values)
+        exact = all(ok for _, ok in values)
+        out.append(Cell(group[0].learning_rate, bound if exact else math.inf, bound,
+                        any(r.diverged for r in group)))
+    return sorted(out, key=lambda c: c.learning_rate)
+
+
+def best_index(row: list[Cell]) -> int | None:
+    """The cell with the fewest mean steps (ties: the lower rate); None when none reached."""
+    reached = [i for i, c in enumerate(row) if math.isfinite(c.mean)]
+    return min(reached, key=lambda i: (row[i].mean, i)) if reached else None
+
+
+# ---------------------------------------------------------------- one target's next rates
+
+
+def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str] | None:
+    """The outward step while the best is at an edge; None once it has both neighbours."""
+    lr = row[best].learning_rate
+    asks, why = [], []
+    if best == 0:
+        down = lr / s.factor
+        if down >= s.floor * (1 - 1e-9):
+            asks.append(down)
+            why.append(f"best {lr:.4g} is the lowest tried: one step down to {down:.4g}")
+        else:
+            why.append(f"best {lr:.4g} is the lowest tried, and a step down would pass the "
+                       f"floor {s.floor:.4g}")
+    if best == len(row) - 1:
+        up = lr * s.factor
+        asks.append(up)
+        why.append(f"best {lr:.4g} is the highest tried: one step up to {up:.4g}")
+    if not why:
+        return None
+    return asks, "; ".join(why) if asks else "done: " + "; ".join(why)
+
+
+def _midpoints(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
+    """Geometric midpoints between the best and each neighbour too far from it."""
+    lr, lo, hi = (row[i].learning_rate for i in (best, best - 1, best + 1))
+    ratio = hi / lo
+    if ratio <= s.resolution * (1 + 1e-9):
+        return [], (f"done: best {lr:.4g} bracketed by {lo:.4g} and {hi:.4g}, within "
+                    f"{ratio:.3g}x <= resolution {s.resolution:g}")
+    side = math.sqrt(s.resolution) * (1 + 1e-9)
+    asks = [math.sqrt(lr * n) for n in (lo, hi) if max(lr, n) / min(lr, n) > side]
+    return asks, (f"best {lr:.4g} between {lo:.4g} and {hi:.4g} ({ratio:.3g}x > resolution "
+                  f"{s.resolution:g}): midpoints " + ", ".join(f"{a:.4g}" for a in asks))
+
+
+def _unreached(row: list[Cell], s: Settings) -> tuple[list[float], str]:
+    """No rate reached the target: step up past the highest if it did not diverge, down past
+    the lowest if every rate diverged; else done."""
+    top, bottom = row[-1].learning_rate, row[0].learning_rate
+    if all(c.diverged for c in row):
+        down = bottom / s.factor
+        if down >= s.floor * (1 - 1e-9):
+            return [down], f"every rate diverged: one step down to {down:.4g}"
+        return [], f"done: every rate diverged, down to the floor {s.floor:.4g}"
+    if not row[-1].diverged:
+        return [top * s.factor], (f"no rate reached it and the highest, {top:.4g}, did not "
+                                  f"diverge: one step up to {top * s.factor:.4g}")
+    return [], "done: no rate reached it below the rates that diverge"
+
+
+def target_rates(row: list[Cell], s: Settings) -> tuple[list[float], str]:
+    """What one target asks the next round for, given its cells, and why."""
+    if not row:
+        return [], "done: nothing tried"
+    best = best_index(row)
+    if best is None:
+        return _unreached(row, s)
+    outward = _outward(row, best, s)
+    if outward is not None:
+        return outward
+    return _midpoints(row, best, s)
+
+
+# ---------------------------------------------------------------- the round
+
+
+def next_round(runs: list[RunReading], targets: list[str], settings: Settings,
+               rounds_done: int) -> Plan:
+    """The next round of one batch size (one combination of any optimizer axes) from every
+    run it has finished or stopped so far, at every target; `rounds_done`: rounds after the
+    first grid already recorded. Done when no target asks for a rate or at the round limit."""
+    tried = {rate_key(r.learning_rate) for r in runs}
+    asked: dict[str, float] = {}
+    reasons = {}
+    for target in targets:
+        rates, why = target_rates(cells(runs, target), settings)
+        reasons[target] = why
+        for lr in rates:
+            if rate_key(lr) not in tried:
+                asked.setdefault(rate_key(lr), rounded(lr))
+    if asked and rounds_done >= settings.max_rounds:
+        return Plan((), {t: f"round limit {settings.max_rounds} reached; it asked: {why}"
+                         if not why.startswith("done") else why for t, why in reasons.items()})
+    return Plan(tuple(sorted(asked.values())), reasons)
+
+
+def round_record(batch_size: int, number: int, plan: Plan) -> dict[str, Any]:
+    """The rounds.json entry of a planned round (number 1 is the first after the grid)."""
+    return {"batch_size": batch_size, "round": number,
+            "learning_rates": list(plan.learning_rates), "reasons": dict(plan.reasons)}
+
+
+def rounds_of(records: list[dict[str, Any]], batch_size: int) -> list[dict[str, Any]]:
+    """A batch size's recorded rounds in order."""
+    return sorted((r for r in records if r["batch_size"] == batch_size), key=lambda r: r["round"])
+
+
+def searched_rates(first: list[float], records: list[dict[str, Any]],
+                   batch_size: int) -> list[float]:
+    """Every learning rate a batch size trains: its first grid, then each recorded round's."""
+    return list(first) + [lr for r in rounds_of(records, batch_size) for lr in r["learning_rates"]]
+
+
+# ---------------------------------------------------------------- stopping what cannot win
+
+
+def _kept(row: list[Cell], margin: float) -> set[str]:
+    """The rates one target needs to go on: every cell whose lower bound is within the margin
+    of the best's mean (it may still win), and each one's neighbours (the parabola's points
+    around whichever wins); every rate while no cell has reached the target."""
+    best = best_index(row)
+    if best is None:
+        return {rate_key(c.learning_rate) for c in row}
+    limit = row[best].mean * (1 + margin)
+    alive = [i for i, c in enumerate(row) if c.bound <= limit]
+    near = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(row)}
+    return {rate_key(row[j].learning_rate) for j in near}
+
+
+def dominated(runs: list[RunReading], targets: list[str], margin: float) -> list[bool]:
+    """Per run of `runs` (every run of one batch size, finished ones included, so the cells
+    and their neighbours are whole), whether it may stop now: it is running, and at every
+    target a lower bound of its rate's mean steps over seeds (seeds not yet there counted at
+    their Censored bound) exceeds the best rate's mean by more than `margin` (relative), and
+    it is no neighbour of a rate that may still win. Never the best or its neighbours."""
+    keep: set[str] = set()
+    for target in targets:
+        keep |= _kept(cells(runs, target), margin)
+    return [r.running and rate_key(r.learning_rate) not in keep for r in runs]
+
+
+def from_rows(learning_rate: float, seed: int, rows: list[dict[str, Any]], targets: list[str],
+              reach: Reach, status: str) -> RunReading:
+    """A run's reading from its metric rows so far (at a chunk boundary): `status` running
+    gives Censored steps where a target is not yet decided, any other status None there."""
+    running = status == "running"
+    steps: dict[str, Steps] = {}
+    for t in targets:
+        value = None if status == "diverged" else crossing(rows, t, reach)
+        if value is None and running:
+            value = Censored(undecided_bound(series(rows, reach.column(parse_target(t)[0]))[0],
+                                             reach))
+        steps[t] = value
+    return RunReading(learning_rate, seed, steps, status == "diverged", running)
+
+
+def censored_steps(reading: RunReading) -> dict[str, float]:
+    """summary.json's steps_censored of a run stopped as dominated: per target it had not
+    reached, the bound its steps exceed."""
+    return {t: v.steps for t, v in reading.steps.items() if isinstance(v, Censored)}
+
+
+# ---------------------------------------------------------------- settings and readings
+
+
+def grid_factor(rates: list[float]) -> float:
+    """The outward step: the grid's mean spacing, (max / min)^(1 / (n - 1)); half a decade for
+    a single rate."""
+    lo, hi = min(rates), max(rates)
+    return (hi / lo) ** (1.0 / (len(rates) - 1)) if len(rates) > 1 and hi > lo else DEFAULT_FACTOR
+
+
+def settings(lr: LearningRateConfig, first: list[float]) -> Settings:
+    """The search settings of a batch size whose first grid is `first`."""
+    floor = lr.floor if lr.floor is not None else min(first) / FLOOR_BELOW_GRID
+    return Settings(grid_factor(first), lr.resolution, lr.max_rounds, floor)
+
+
+def reading(summary: dict[str, Any], targets: list[str]) -> RunReading:
+    """A finished run's summary.json as the search reads it: steps_to_target, with
+    steps_censored (a run stopped as dominated) as Censored."""
+    censored = summary.get("steps_censored") or {}
+    steps: dict[str, Steps] = {}
+    for t in targets:
+        value = (summary.get("steps_to_target") or {}).get(t)
+        steps[t] = Censored(censored[t]) if value is None and t in censored else value
+    return RunReading(summary["learning_rate"], summary["seed"], steps,
+                      diverged=summary.get("status") == "diverged")
+
+
+def searched(cfg: Config) -> bool:
+    """Whether the sweep searches learning rates in rounds (learning_rate.search, with targets)."""
+    return cfg.learning_rate.searched and bool(cfg.targets)
