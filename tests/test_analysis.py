@@ -27,6 +27,7 @@ def grid_of(lrs, steps_per_seed, diverged=None) -> A.LRCurve:
     return A.LRCurve(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
                   b_simple=[np.full(len(a), math.nan) for a in to_arr],
                   b_noise=[np.full(len(a), math.nan) for a in to_arr],
+                  b_simple_precond=[np.full(len(a), math.nan) for a in to_arr],
                   diverged=list(diverged or [False] * len(lrs)))
 
 
@@ -276,10 +277,11 @@ RUN_KEYS = {"run_id", "batch_size", "learning_rate", "seed", "hyperparameters", 
             "steps_to_target", "examples_to_target"}
 POINT_KEYS = {"batch_size", "best_lr", "hyperparameters", "refined_lr", "at_edge", "steps",
               "steps_min", "steps_crossfit", "examples", "num_lrs", "num_reached",
-              "num_diverged", "b_simple", "b_noise"}
+              "num_diverged", "b_simple", "b_noise", "b_simple_precond"}
 TARGET_KEYS = {"name", "metric", "op", "value", "points", "unreached_batch_sizes", "fit", "s_min",
                "e_min", "b_crit", "b_crit_ci", "regimes", "b_simple", "b_noise",
-               "b_simple_over_b_crit", "first_crossing", "overhead_b_crit"}
+               "b_simple_precond", "b_simple_over_b_crit", "first_crossing", "overhead_b_crit",
+               "lr_rules"}
 FIT_KEYS = {"s_min", "e_min", "b_crit", "s_min_ci", "e_min_ci", "b_crit_ci", "num_points",
             "rms_log_residual", "bootstrap"}
 RULE_KEYS = {"batch_size", "learning_rate", "ratio_to_optimum", "steps", "relative_cost", "note"}
@@ -307,9 +309,10 @@ def test_analysis_json_has_exactly_the_schema_keys(messy_sweep: Path):
     assert all(set(p) == POINT_KEYS for p in t["points"])
     assert set(t["regimes"]) == {"perfect_scaling_until", "steps_plateau_from", "definition"}
     rules = a["lr_rules"]
-    assert set(rules) == {"target", "reference", "optima", "noise_scale_fit", "rules",
-                          "linear_breaks_at", "summary"}
-    assert set(rules["rules"]) == {"linear", "sqrt", "noise_scale"}
+    assert set(rules) == {"target", "reference", "optima", "noise_scale_fit", "surge_fit",
+                          "optimum_falls", "noise_scales", "rules", "linear_breaks_at", "summary"}
+    assert set(rules["rules"]) == {"linear", "sqrt", "noise_scale", "surge"}
+    assert rules == t["lr_rules"], "the top-level rules are the first reached target's"
     assert all(set(e) == RULE_KEYS for e in rules["rules"]["linear"] + rules["rules"]["sqrt"])
 
 

@@ -4,7 +4,7 @@ them as choices, and the code that implements each one is keyed by them."""
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine")
 LR_MODES = ("grid", "rule", "centered")
-LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
+LR_RULES = ("linear", "sqrt", "constant", "noise_scale", "surge")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 PLACEMENTS = ("auto", "device", "host")
