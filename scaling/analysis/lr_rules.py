@@ -17,6 +17,7 @@ from scaling.analysis.optima import optimum, resampled_optima
 from scaling.analysis.table import LRCurve
 from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval
 from scaling.config.learning_rates import scaled_lr
+from scaling.formatting import interval, number
 
 LINEAR_BREAK_RATIO = 2.0  # linear rule "breaks" above this ratio to the optimum ...
 LINEAR_BREAK_COST = 1.5  # ... or above this relative cost in steps
@@ -161,14 +162,14 @@ def _linear_sentence(entry: dict) -> str:
 
 
 def _interval(ci: list[float] | None) -> str:
-    return f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
+    return f" {interval(ci)}" if ci else ""
 
 
 def _surge_sentence(entry: dict) -> str:
     """The surge fit, whether the optimum falls, and B_peak beside the measured noise scales."""
     fit, falls = entry["surge_fit"], entry["optimum_falls"]
     text = (f"The surge rule fitted to the optima (eta_max = {fit['eta_max']:.3g}, B_peak = "
-            f"{fit['b_peak']:.3g}{_interval(fit.get('b_peak_ci'))}) is at worst "
+            f"{number(fit['b_peak'])}{_interval(fit.get('b_peak_ci'))}) is at worst "
             f"{_worst(entry['rules']['surge'])}. ")
     if falls is None:
         text += f"The measured optimum does not fall by {FALL_RATIO:g}x or more at large batches"
@@ -179,7 +180,7 @@ def _surge_sentence(entry: dict) -> str:
     scales = [f"{label} {value:.3g}" for key, label in NOISE_SCALES
               if (value := entry["noise_scales"].get(key)) is not None]
     if scales:
-        text += f"; B_peak {fit['b_peak']:.3g} beside the measured {', '.join(scales)}"
+        text += f"; B_peak {number(fit['b_peak'])} beside the measured {', '.join(scales)}"
     return text + "."
 
 
