@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling import config as config_mod, store
-from scaling.analysis import tradeoff
-from scaling.analysis.nqm_reference import optimal_steps_to_target
+from scaling.analysis.nqm_reference import closed_form_b_crit
 from scaling.config import learning_rates, parse_target
 from scaling.formatting import interval, number as num
 from scaling.config.arithmetic import for_config
@@ -32,14 +31,9 @@ FINE_LRS = 200  # reference learning rates, log-spaced over the sweep's range
 
 def _exact(cfg: config_mod.Config, value: float, lrs: list[float]) -> tuple[list, dict | None]:
     """Per batch size the fewest expected steps over `lrs`, and the S(B) fit through them."""
-    sizes = cfg.batch.sizes
-    steps = [optimal_steps_to_target(cfg.task.options, [b], value, np.asarray(lrs),
-                                     for_config(cfg, b, 1).total_steps)[0] for b in sizes]
-    reached = [(b, s) for b, s in zip(sizes, steps) if s]
-    if len(reached) < 2:
-        return steps, None
-    s_min, e_min = tradeoff.fit_tradeoff(*zip(*reached))
-    return steps, {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min}
+    budgets = [for_config(cfg, b, 1).total_steps for b in cfg.batch.sizes]
+    result = closed_form_b_crit(cfg.task.options, cfg.batch.sizes, value, budgets, np.asarray(lrs))
+    return result["steps"], result["fit"]
 
 
 def exact_target(cfg: config_mod.Config, target: str) -> dict:

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from scaling import config as config_mod, store
-from scaling.analysis import analyze, tradeoff
-from scaling.analysis.nqm_reference import optimal_steps_to_target
+from scaling.analysis import analyze
+from scaling.analysis.nqm_reference import closed_form_b_crit
 from scaling.config.targets import Reach
 from scaling.sweep import runner
 from scaling.tasks.nqm import spectra
@@ -75,13 +75,8 @@ def sweep_config(name: str, task: dict, targets: list[str]) -> config_mod.Config
 
 def exact(options, value: float, sizes: list[int], lrs: list[float], ema: bool) -> float | None:
     """B_crit of the closed form: fewest expected steps over `lrs` per batch size, fitted."""
-    steps = optimal_steps_to_target(options, sizes, value, np.asarray(lrs), MAX_STEPS,
-                                    EMA_DECAY if ema else None)
-    reached = [(b, s) for b, s in zip(sizes, steps) if s]
-    if len(reached) < 2:
-        return None
-    s_min, e_min = tradeoff.fit_tradeoff(*zip(*reached))
-    return e_min / s_min
+    return closed_form_b_crit(options, sizes, value, MAX_STEPS, np.asarray(lrs),
+                              EMA_DECAY if ema else None)["b_crit"]
 
 
 def references(options, targets: list[float]) -> dict:

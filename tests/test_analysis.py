@@ -27,6 +27,7 @@ def grid_of(lrs, steps_per_seed, diverged=None) -> A.LRCurve:
     return A.LRCurve(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
                   b_simple=[np.full(len(a), math.nan) for a in to_arr],
                   b_noise=[np.full(len(a), math.nan) for a in to_arr],
+                  b_simple_precond=[np.full(len(a), math.nan) for a in to_arr],
                   diverged=list(diverged or [False] * len(lrs)))
 
 
@@ -209,8 +210,9 @@ def test_b_noise_at_pools_the_hessian_points_equally():
 
 
 def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], status: str,
-             momentum: float = 0.9) -> None:
-    """A run folder evaluated every 10 steps with the given eval_loss curve."""
+             momentum: float = 0.9, precond: bool = False) -> None:
+    """A run folder evaluated every 10 steps with the given eval_loss curve (and, with
+    `precond`, a B_simple in Adam's metric of 4 per 10 steps)."""
     run_id = f"bs{size}-lr{lr:g}-seed{seed}-mom{momentum:g}"
     store.start_run(out, run_id, {"run_id": run_id, "batch_size": size, "learning_rate": lr,
                                   "seed": seed, "targets": ["eval_loss<=1.0"],
@@ -218,6 +220,8 @@ def fake_run(out: Path, size: int, lr: float, seed: int, losses: list[float], st
     rows = [{"step": 10 * i, "examples": 10 * i * size, "tokens": None, "eval_loss": loss,
              "eval_accuracy": 0.5 if i else 0.1, "b_simple": None if i == 0 else 10.0 * i}
             for i, loss in enumerate(losses)]
+    if precond:
+        rows = [dict(row, b_simple_precond=None if i == 0 else 4.0 * i) for i, row in enumerate(rows)]
     store.append_metrics(out, run_id, rows)
     store.finish_run(out, run_id, {"run_id": run_id, "status": status, "task": "fake",
                                    "optimizer": "sgd", "batch_size": size})
@@ -251,9 +255,21 @@ def test_messy_sweep_is_analysed_and_reported(messy_sweep: Path):
     assert acc["points"] == [] and acc["fit"] is None and acc["b_crit"] is None
     assert acc["unreached_batch_sizes"] == [8, 16, 32]
     assert a["lr_rules"]["target"] == "eval_loss<=1.0" and a["lr_rules"]["noise_scale_fit"] is None
+    assert by_size[8]["b_simple_precond"] is None and loss["b_simple_precond"] is None
+    assert loss["lr_rules"] == a["lr_rules"] and acc["lr_rules"] is None
     assert a["sweep"]["statuses"] == {"completed": 6, "diverged": 2, "budget_exhausted": 2}
     assert a["sweep"]["unit"] == "examples" and a["primary_target"] == "eval_loss<=1.0"
     assert "not reached at B = 32" in A.summary_table(a)
+
+
+def test_b_simple_in_adams_metric_is_read_at_the_crossing(tmp_path: Path):
+    for size, losses in ((8, [3.0, 1.5, 0.5]), (16, [3.0, 2.0, 1.5, 0.5])):  # 15 and 25 steps
+        fake_run(tmp_path, size, 0.1, 0, losses, "completed", precond=True)
+    a = A.analyze(tmp_path, bootstrap=0)
+    (t,) = a["targets"]
+    assert [p["b_simple_precond"] for p in t["points"]] == pytest.approx([6.0, 10.0])
+    assert t["b_simple_precond"] == pytest.approx(8.0)  # the median over batch sizes
+    assert t["lr_rules"]["noise_scales"]["b_simple_precond"] == pytest.approx(8.0)
 
 
 def test_optimizer_axes_are_tuned_per_batch_size_like_the_learning_rate(tmp_path: Path):
@@ -285,7 +301,9 @@ def test_analysis_json_follows_the_contract(messy_sweep: Path):
     a = json.loads(path.read_text())
     assert a["throughput"] == [], "summaries without throughput (older folders) give none"
     assert a["sweep"]["num_runs"] == 10 and len(a["targets"]) == 1
-    assert set(a["lr_rules"]["rules"]) == {"linear", "sqrt", "noise_scale"}
+    rules = a["lr_rules"]
+    assert set(rules["rules"]) == {"linear", "sqrt", "noise_scale", "surge"}
+    assert rules == a["targets"][0]["lr_rules"], "the top-level rules are the first reached target's"
 
 
 def test_bad_input_names_the_problem(tmp_path: Path, messy_sweep: Path):

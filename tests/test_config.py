@@ -303,6 +303,18 @@ def test_noise_scale_rule_needs_its_parameters():
           "learning_rate.eps_max: got None", "noise_scale")
 
 
+def test_surge_rule_needs_its_parameters_and_sets_each_batch_size_by_them():
+    fails(nqm(learning_rate={"mode": "rule", "rule": "surge", "eta_max": 0.01}),
+          "learning_rate.b_peak: got None", "surge")
+    fails(nqm(learning_rate={"mode": "rule", "rule": "surge", "eta_max": -1.0, "b_peak": 64}),
+          "learning_rate.eta_max: got -1.0", "surge")
+    cfg = from_dict(nqm(learning_rate={"mode": "rule", "rule": "surge", "eta_max": 0.01,
+                                       "b_peak": 64}, batch__sizes=[16, 64, 256]))
+    expected = {16: 0.008, 64: 0.01, 256: 0.008}  # 2 eta_max / (2 + 1/2) either side
+    for size, lr in expected.items():
+        assert learning_rates(cfg.learning_rate, size) == [pytest.approx(lr, rel=1e-12)]
+
+
 def test_grid_needs_values_or_range():
     fails(nqm(learning_rate={}), "learning_rate:", "values", "min, max and num")
     fails(nqm(learning_rate={"values": []}), "learning_rate.values: got []", "non-empty")

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from scaling import config as config_mod
-from scaling.analysis import analyze, tradeoff
-from scaling.analysis.nqm_reference import (constant_lr_expected_loss, expected_loss,
-                                            optimal_steps_to_target)
+from scaling.analysis import analyze
+from scaling.analysis.nqm_reference import (closed_form_b_crit, constant_lr_expected_loss,
+                                            expected_loss, optimal_steps_to_target)
 from scaling.config.targets import first_crossing
 from scaling.sweep import runner
 from scaling.tasks.nqm import spectra
@@ -46,9 +46,7 @@ def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int) ->
 
 def exact_b_crit(options, target: float, steps: int) -> float:
     """B_crit of the closed form at the sweep's learning rates."""
-    best = optimal_steps_to_target(options, SIZES, target, np.asarray(LRS), steps)
-    s_min, e_min = tradeoff.fit_tradeoff(SIZES, best)
-    return e_min / s_min
+    return closed_form_b_crit(options, SIZES, target, steps, np.asarray(LRS))["b_crit"]
 
 
 def test_closed_form_matches_the_recursion():

@@ -21,6 +21,15 @@ def test_noise_scale_rule():
     assert scaled_lr("noise_scale", 300, None, None, eps_max=1.0, b_noise=100.0) == 0.75
 
 
+def test_surge_rule():
+    """Li et al. 2024: eta_max at B_peak, 2 eta_max / (2 + 1/2) = 0.8 eta_max at 4x either side."""
+    assert scaled_lr("surge", 64, None, None, eta_max=0.01, b_peak=64.0) == pytest.approx(0.01)
+    assert scaled_lr("surge", 256, None, None, eta_max=0.01, b_peak=64.0) == pytest.approx(0.008)
+    assert scaled_lr("surge", 16, None, None, eta_max=0.01, b_peak=64.0) == pytest.approx(0.008)
+    with pytest.raises(ValueError, match="eta_max and b_peak"):
+        scaled_lr("surge", 16, 8, 0.1, eps_max=1.0, b_noise=10.0)
+
+
 def test_unknown_rule_and_missing_parameters():
     with pytest.raises(ValueError, match="unknown.*linear, sqrt, constant, noise_scale"):
         scaled_lr("cubic", 8, 8, 0.1)

@@ -21,11 +21,12 @@ import yaml
 from scaling import store
 from scaling.analysis import definitions, optimum
 from scaling.analysis.lr_rules import lr_rules
+from scaling.analysis.optima import refine_lr
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
 from scaling.analysis.selection import Choice, choose, resampled_steps
 from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lines,
                                     unreached_reason)
-from scaling.analysis.tradeoff import fit_tradeoff, regimes
+from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import LR_SELECTIONS
 from scaling.config.names import REACH_RULES
@@ -49,18 +50,6 @@ def select(size_grids: list[LRCurve], how: str) -> tuple[Choice, LRCurve, int] |
 def _stacked(size_grids: list[LRCurve], name: str) -> np.ndarray:
     """A field of every cell of a batch size, cells x seeds."""
     return np.concatenate([grid.stack(name) for grid in size_grids])
-
-
-def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
-    """Vertex of the parabola in log lr through log steps at the best LR and its two neighbours;
-    None at the grid's edge, with an unreached neighbour, or when it does not open upward."""
-    if best == 0 or best == len(lrs) - 1:
-        return None
-    y = np.asarray(steps[best - 1:best + 2], float)
-    if not np.all(np.isfinite(y)) or np.any(y <= 0):
-        return None
-    lr, _, curvature = optimum.vertex(list(lrs[best - 1:best + 2]), list(y))
-    return lr if curvature > 0 else None
 
 
 def best_point(size: int, size_grids: list[LRCurve], how: str = "min", bootstrap: int = 0,
@@ -93,7 +82,8 @@ def best_point(size: int, size_grids: list[LRCurve], how: str = "min", bootstrap
              "num_reached": int(np.sum(np.isfinite(means))),
              "num_diverged": int(sum(grid.diverged)), "num_censored": int(np.sum(np.isfinite(bounds))),
              "censored_below_best": bool(np.any(bounds < choice.naive)),
-             "b_simple": read("b_simple"), "b_noise": read("b_noise")}
+             "b_simple": read("b_simple"), "b_noise": read("b_noise"),
+             "b_simple_precond": read("b_simple_precond")}
     if read_optimum:
         per_draw = None
         if bootstrap > 0 and rng is not None and steps.shape[1] > 1:
@@ -121,10 +111,6 @@ def _finite_or_none(value: float) -> float | None:
 
 
 # ---------------------------------------------------------------- trade-off fit with interval
-
-
-def _percentiles(samples: list[float]) -> list[float] | None:
-    return [float(v) for v in np.percentile(samples, [2.5, 97.5])] if samples else None
 
 
 def _fit_samples(sizes: np.ndarray, steps: np.ndarray) -> tuple[float, float] | None:
@@ -172,9 +158,9 @@ def fit_with_interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict
     residual = np.log(s_min + e_min / sizes) - np.log(steps)
     samples = bootstrap_fits(grids_by_size, points, num, rng, how)
     return {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min,
-            "s_min_ci": _percentiles([s for s, _ in samples]),
-            "e_min_ci": _percentiles([e for _, e in samples]),
-            "b_crit_ci": _percentiles([e / s for s, e in samples]),
+            "s_min_ci": percentile_interval([s for s, _ in samples]),
+            "e_min_ci": percentile_interval([e for _, e in samples]),
+            "b_crit_ci": percentile_interval([e / s for s, e in samples]),
             "num_points": len(points), "rms_log_residual": float(np.sqrt(np.mean(residual**2))),
             "bootstrap": len(samples)}
 
@@ -251,14 +237,16 @@ def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generato
 
 
 def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator,
-                   how: str = "min") -> tuple[dict, dict[int, LRCurve]]:
-    """One entry of analysis.json "targets", and per batch size the grid holding its best cell
-    (the learning-rate curve the rules are read on)."""
+                   how: str = "min") -> dict:
+    """One entry of analysis.json "targets", with the learning-rate rules read on each batch
+    size's grid holding its best cell."""
     metric, op, value = parse_target(name)
     points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target")
     unreached = [s for s, g in by_size.items() if select(g, how) is None]
     first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing")
-    b_simple = median_positive([p["b_simple"] for p in points])
+    scales = {key: median_positive([p[key] for p in points])
+              for key in ("b_simple", "b_noise", "b_simple_precond")}
+    b_simple = scales["b_simple"]
     ci = fit and fit["b_crit_ci"]
     first_b = first_fit and first_fit["b_crit"]
     entry = {"name": name, "metric": metric, "op": op, "value": value, "points": points,
@@ -267,15 +255,15 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
              "fit": fit, "s_min": fit and fit["s_min"], "e_min": fit and fit["e_min"],
              "b_crit": fit and fit["b_crit"], "b_crit_ci": ci,
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
-             "b_simple": b_simple, "b_noise": median_positive([p["b_noise"] for p in points]),
-             "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
+             **scales, "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
              **{d.key: d.compute(timed, fit) for d in definitions.DEFINITIONS},
              "first_crossing": {
                  "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
                  "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
                  "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])}}
     chosen = {size: picked[1] for size, g in by_size.items() if (picked := select(g, how))}
-    return entry, chosen
+    entry["lr_rules"] = lr_rules(name, points, chosen, bootstrap, rng, scales)
+    return entry
 
 
 def sweep_reading(out: Path) -> Reach:
@@ -310,7 +298,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     """Read the finished runs in `out` and return the analysis.json dict (version 2).
 
     `reach` and `lr_selection` default to the sweep's (sweep.yaml). The learning-rate rules
-    are judged at the first target that some batch size reached.
+    are judged at every target some batch size reached (each target's `lr_rules`); the
+    top-level `lr_rules` is the first such target's.
     """
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
@@ -333,8 +322,7 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
                for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
-                                  [e for e, _ in results], how, bootstrap, seed)
-    rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
+                                  results, how, bootstrap, seed)
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
                                "status", "steps_to_target", "steps_censored", "reading",
                                "examples_to_target")} for r in table]
@@ -342,10 +330,10 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
             "reached": {"rule": reach.rule, "window": reach.window,
                         "definition": reach.describe()},
             "lr_selection": how, "primary_target": targets[0], "runs": runs,
-            "targets": [e for e, _ in results],
-            "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids),
+            "targets": results,
+            "lr_rules": next((e["lr_rules"] for e in results if e["lr_rules"]), None),
             "throughput": _throughput(records),
-            "b_crit_power_law": definitions.power_laws([e for e, _ in results]),
+            "b_crit_power_law": definitions.power_laws(results),
             "schedules": schedules}
 
 

@@ -85,6 +85,7 @@ class Point(TypedDict):
     optimum: Optimum
     b_simple: float | None
     b_noise: float | None
+    b_simple_precond: float | None
 
 
 class Fit(TypedDict):
@@ -112,29 +113,6 @@ class FirstCrossing(TypedDict):
     outside_interval: bool
 
 
-class Target(TypedDict):
-    """One target; besides these keys, one section per other definition of B_crit
-    (scaling.analysis.definitions.DEFINITIONS)."""
-
-    name: str
-    metric: str
-    op: str
-    value: float
-    points: list[Point]
-    unreached_batch_sizes: list[int]
-    unreached_reasons: dict[str, str]
-    fit: Fit | None
-    s_min: float | None
-    e_min: float | None
-    b_crit: float | None
-    b_crit_ci: Interval | None
-    regimes: Regimes
-    b_simple: float | None
-    b_noise: float | None
-    b_simple_over_b_crit: float | None
-    first_crossing: FirstCrossing
-
-
 class RuleEntry(TypedDict):
     batch_size: int
     learning_rate: float
@@ -154,6 +132,32 @@ class LROptimum(TypedDict):
 class NoiseScaleFit(TypedDict):
     eps_max: float
     b_noise: float
+    eps_max_ci: Interval | None
+    b_noise_ci: Interval | None
+    bootstrap: int
+
+
+class SurgeFit(TypedDict):
+    eta_max: float
+    b_peak: float
+    rms_log_residual: float
+    eta_max_ci: Interval | None
+    b_peak_ci: Interval | None
+    bootstrap: int
+
+
+class OptimumFalls(TypedDict):
+    peak_batch_size: int
+    peak_learning_rate: float
+    largest_batch_size: int
+    learning_rate: float
+    ratio: float
+
+
+class NoiseScales(TypedDict):
+    b_simple: float | None
+    b_noise: float | None
+    b_simple_precond: float | None
 
 
 class LRRules(TypedDict):
@@ -161,9 +165,37 @@ class LRRules(TypedDict):
     reference: LROptimum
     optima: list[LROptimum]
     noise_scale_fit: NoiseScaleFit | None
+    surge_fit: SurgeFit | None
+    optimum_falls: OptimumFalls | None
+    noise_scales: NoiseScales
     rules: dict[str, list[RuleEntry]]
     linear_breaks_at: int | None
     summary: str
+
+
+class Target(TypedDict):
+    """One target; besides these keys, one section per other definition of B_crit
+    (scaling.analysis.definitions.DEFINITIONS)."""
+
+    name: str
+    metric: str
+    op: str
+    value: float
+    points: list[Point]
+    unreached_batch_sizes: list[int]
+    unreached_reasons: dict[str, str]
+    fit: Fit | None
+    s_min: float | None
+    e_min: float | None
+    b_crit: float | None
+    b_crit_ci: Interval | None
+    regimes: Regimes
+    b_simple: float | None
+    b_noise: float | None
+    b_simple_precond: float | None
+    b_simple_over_b_crit: float | None
+    first_crossing: FirstCrossing
+    lr_rules: LRRules | None
 
 
 class Throughput(TypedDict):
@@ -207,7 +239,8 @@ class Analysis(TypedDict):
 
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
     Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
-    LROptimum, NoiseScaleFit, RuleEntry, Throughput, PowerLaw)}
+    LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, Throughput,
+    PowerLaw)}
 
 
 def keys(section: type) -> set[str]:

@@ -41,9 +41,7 @@ def _windowed(rows: list[Row], steps: Any, num_key: str, den_key: str, fallback:
     """sum(num) / sum(den) over the rows within a factor NOISE_WINDOW of each step, each row
     weighted by its interval in steps (by_interval) or equally; else the `fallback` column."""
     steps = np.atleast_1d(np.asarray(steps, float))
-    measured = [(r["step"], r[fallback]) for r in rows if finite(r.get(fallback))]
-    ema = np.interp(steps, *zip(*measured), left=math.nan, right=math.nan) if measured else \
-        np.full(steps.shape, math.nan)
+    ema = recorded(rows, steps, fallback)
     pairs = [(row["step"], row["step"] - prev["step"] if by_interval else 1.0, row.get(num_key),
               row.get(den_key)) for prev, row in zip(rows, rows[1:])]
     pairs = [(s, n, a, b) for s, n, a, b in pairs if finite(a) and finite(b)]
@@ -59,6 +57,16 @@ def _windowed(rows: list[Row], steps: Any, num_key: str, den_key: str, fallback:
     return np.where(ok, top / np.where(ok, bottom, 1.0), ema)
 
 
+def recorded(rows: list[Row], steps: Any, key: str) -> np.ndarray:
+    """A recorded column (a moving average) linearly interpolated at `steps`; NaN outside the
+    steps it was recorded at, or everywhere when it never was."""
+    steps = np.atleast_1d(np.asarray(steps, float))
+    measured = [(r["step"], r[key]) for r in rows if finite(r.get(key))]
+    if not measured:
+        return np.full(steps.shape, math.nan)
+    return np.interp(steps, *zip(*measured), left=math.nan, right=math.nan)
+
+
 def _at(series: np.ndarray) -> float | None:
     value = float(series[0])
     return None if math.isnan(value) else value
@@ -72,3 +80,9 @@ def b_simple_at(rows: list[Row], step: float) -> float | None:
 def b_noise_at(rows: list[Row], step: float) -> float | None:
     """`windowed_b_noise` at one step; None where B_noise was not measured."""
     return _at(windowed_b_noise(rows, [step]))
+
+
+def b_simple_precond_at(rows: list[Row], step: float) -> float | None:
+    """B_simple in Adam's metric (gns.preconditioned) at one step: its recorded moving average,
+    as no per-interval sums are recorded for it; None where it was not measured."""
+    return _at(recorded(rows, [step], "b_simple_precond"))

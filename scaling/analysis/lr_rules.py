@@ -1,7 +1,10 @@
-"""Measured optimal learning rates against the scaling rules: linear, square root, noise scale.
+"""Measured optimal learning rates against the scaling rules: linear, square root, noise scale
+and surge.
 
 Each rule's prediction at a batch size is read off that batch size's measured steps-vs-LR curve,
-so its cost is in steps to target relative to the best learning rate (docs/arithmetic.md).
+so its cost is in steps to target relative to the best learning rate (docs/arithmetic.md). The
+noise-scale rule (McCandlish et al. 2018) and the surge rule (Li et al. 2024) are fitted to the
+optima, with bootstrap intervals from refits on resampled optima (scaling.analysis.optima).
 """
 
 from __future__ import annotations
@@ -10,12 +13,19 @@ import math
 
 import numpy as np
 
+from scaling.analysis.optima import optimum, resampled_optima
 from scaling.analysis.table import LRCurve
-from scaling.analysis.tradeoff import fit_tradeoff
+from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval
 from scaling.config.learning_rates import scaled_lr
+from scaling.formatting import interval, number
 
 LINEAR_BREAK_RATIO = 2.0  # linear rule "breaks" above this ratio to the optimum ...
 LINEAR_BREAK_COST = 1.5  # ... or above this relative cost in steps
+SURGE_PEAK_RANGE = 100.0  # B_peak is searched up to this factor beyond the measured batch sizes
+FALL_RATIO = 1.25  # the optimum "falls" when the largest batch's is this far below the highest
+RULES = ("linear", "sqrt", "noise_scale", "surge")
+NOISE_SCALES = (("b_simple", "B_simple"), ("b_noise", "B_noise"),
+                ("b_simple_precond", "B_simple in Adam's metric"))
 
 
 def steps_at_lr(grid: LRCurve, lr: float) -> tuple[float | None, str | None]:
@@ -61,6 +71,78 @@ def noise_scale_fit(optima: list[dict]) -> dict | None:
     return {"eps_max": 1.0 / inv_eps, "b_noise": slope / inv_eps}
 
 
+def _log_cosh(x: np.ndarray) -> np.ndarray:
+    x = np.abs(x)
+    return x + np.log1p(np.exp(-2.0 * x)) - math.log(2.0)
+
+
+def _surge_cost(log_peaks: np.ndarray, log_b: np.ndarray, log_lr: np.ndarray) -> np.ndarray:
+    """Squared residuals of log lr at each candidate log B_peak, log eta_max at its best."""
+    z = log_lr[None, :] + _log_cosh((log_b[None, :] - log_peaks[:, None]) / 2.0)
+    return np.sum((z - z.mean(axis=1, keepdims=True)) ** 2, axis=1)
+
+
+def _golden_section(cost, lo: float, hi: float, iterations: int = 45) -> float:
+    """The minimum of a one-dimensional `cost` within [lo, hi], unimodal there."""
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+    fc, fd = cost(c), cost(d)
+    for _ in range(iterations):
+        if fc < fd:
+            hi, d, fd = d, c, fc
+            c = hi - g * (hi - lo)
+            fc = cost(c)
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + g * (hi - lo)
+            fd = cost(d)
+    return (lo + hi) / 2.0
+
+
+def surge_fit(optima: list[dict]) -> dict | None:
+    """eta_max, B_peak of lr = 2 eta_max / (sqrt(B_peak / B) + sqrt(B / B_peak)) (Li et al.
+    2024), least squares on log lr; None with fewer than 3 batch sizes.
+
+    In u = log B that is log lr = log eta_max - log cosh((u - log B_peak) / 2), so for each
+    B_peak the best log eta_max is a mean and one dimension is searched: a grid over the
+    measured batch sizes widened SURGE_PEAK_RANGE-fold each way, then a golden section around
+    its best point. An optimum that only rises (or falls) puts B_peak at the range's edge.
+    """
+    if len({o["batch_size"] for o in optima}) < 3:
+        return None
+    log_b = np.log([o["batch_size"] for o in optima])
+    log_lr = np.log([o["learning_rate"] for o in optima])
+    edge = math.log(SURGE_PEAK_RANGE)
+    grid = np.linspace(log_b.min() - edge, log_b.max() + edge, 401)
+    k = int(np.argmin(_surge_cost(grid, log_b, log_lr)))
+    peak = _golden_section(lambda c: float(_surge_cost(np.array([c]), log_b, log_lr)[0]),
+                           grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)])
+    log_eta = float(np.mean(log_lr + _log_cosh((log_b - peak) / 2.0)))
+    cost = float(_surge_cost(np.array([peak]), log_b, log_lr)[0])
+    return {"eta_max": math.exp(log_eta), "b_peak": math.exp(peak),
+            "rms_log_residual": math.sqrt(cost / len(log_b))}
+
+
+def _with_intervals(fit: dict | None, samples: list[dict | None], keys: tuple[str, ...]) -> dict | None:
+    """The fit with a 95% bootstrap interval on each of `keys` (key_ci) and the refits' count."""
+    if fit is None:
+        return None
+    kept = [f for f in samples if f is not None]
+    return {**fit, **{f"{k}_ci": percentile_interval([f[k] for f in kept]) for k in keys},
+            "bootstrap": len(kept)}
+
+
+def optimum_falls(optima: list[dict]) -> dict | None:
+    """Where the measured optimum falls with the batch size: the highest optimum lies below the
+    largest batch size, and the largest batch size's optimum is FALL_RATIO or more below it."""
+    peak, last = max(optima, key=lambda o: o["learning_rate"]), optima[-1]
+    if peak is last or peak["learning_rate"] < FALL_RATIO * last["learning_rate"]:
+        return None
+    return {"peak_batch_size": peak["batch_size"], "peak_learning_rate": peak["learning_rate"],
+            "largest_batch_size": last["batch_size"], "learning_rate": last["learning_rate"],
+            "ratio": peak["learning_rate"] / last["learning_rate"]}
+
+
 def _rule_entry(point: dict, optimum: float, predicted: float, grid: LRCurve) -> dict:
     """A rule at one batch size; where its steps fall on runs stopped as dominated, they are
     censored: `steps_censored` and `relative_cost_censored` are lower bounds, never steps."""
@@ -86,50 +168,93 @@ def _worst(entries: list[dict]) -> str:
     return f"{worst['ratio_to_optimum']:.2g}x the optimum at B = {worst['batch_size']}"
 
 
-def _rules_summary(target: str, optima: list[dict], rules: dict, fit: dict | None,
-                   breaks_at: int | None) -> str:
-    first, last = optima[0], optima[-1]
-    text = (f"At {target} the measured optimal learning rate goes from {first['learning_rate']:.3g} "
-            f"at B = {first['batch_size']} to {last['learning_rate']:.3g} at B = "
-            f"{last['batch_size']} ({last['learning_rate'] / first['learning_rate']:.2g}x for a "
-            f"{last['batch_size'] / first['batch_size']:.3g}x larger batch). ")
+def _linear_sentence(entry: dict) -> str:
+    breaks_at, first = entry["linear_breaks_at"], entry["optima"][0]
     if breaks_at is None:
-        text += (f"Linear scaling from B = {first['batch_size']} stays within "
-                 f"{LINEAR_BREAK_RATIO:g}x of the optimum and {LINEAR_BREAK_COST:g}x its steps "
-                 "over the grid. ")
+        return (f"Linear scaling from B = {first['batch_size']} stays within "
+                f"{LINEAR_BREAK_RATIO:g}x of the optimum and {LINEAR_BREAK_COST:g}x its steps "
+                "over the grid. ")
+    rule = next(e for e in entry["rules"]["linear"] if e["batch_size"] == breaks_at)
+    verb = "over-shoots" if rule["ratio_to_optimum"] > 1 else "under-shoots"
+    cost = (rule["note"] or "beyond the grid") if rule["relative_cost"] is None \
+        else f"{rule['relative_cost']:.2g}x the best steps"
+    return (f"Linear scaling {verb} the measured optimum from B = {breaks_at} "
+            f"({rule['ratio_to_optimum']:.2g}x the optimum there; {cost}). ")
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f" {interval(ci)}" if ci else ""
+
+
+def _surge_sentence(entry: dict) -> str:
+    """The surge fit, whether the optimum falls, and B_peak beside the measured noise scales."""
+    fit, falls = entry["surge_fit"], entry["optimum_falls"]
+    text = (f"The surge rule fitted to the optima (eta_max = {fit['eta_max']:.3g}, B_peak = "
+            f"{number(fit['b_peak'])}{_interval(fit.get('b_peak_ci'))}) is at worst "
+            f"{_worst(entry['rules']['surge'])}. ")
+    if falls is None:
+        text += f"The measured optimum does not fall by {FALL_RATIO:g}x or more at large batches"
     else:
-        entry = next(e for e in rules["linear"] if e["batch_size"] == breaks_at)
-        verb = "over-shoots" if entry["ratio_to_optimum"] > 1 else "under-shoots"
-        cost = (entry["note"] or "beyond the grid") if entry["relative_cost"] is None \
-            else f"{entry['relative_cost']:.2g}x the best steps"
-        text += (f"Linear scaling {verb} the measured optimum from B = {breaks_at} "
-                 f"({entry['ratio_to_optimum']:.2g}x the optimum there; {cost}). ")
-    text += f"Square-root scaling is at worst {_worst(rules['sqrt'])}. "
+        text += (f"The measured optimum falls with the batch size: from {falls['peak_learning_rate']:.3g} "
+                 f"at B = {falls['peak_batch_size']} to {falls['learning_rate']:.3g} at B = "
+                 f"{falls['largest_batch_size']} ({falls['ratio']:.2g}x lower)")
+    scales = [f"{label} {value:.3g}" for key, label in NOISE_SCALES
+              if (value := entry["noise_scales"].get(key)) is not None]
+    if scales:
+        text += f"; B_peak {number(fit['b_peak'])} beside the measured {', '.join(scales)}"
+    return text + "."
+
+
+def _rules_summary(entry: dict) -> str:
+    optima = entry["optima"]
+    first, last = optima[0], optima[-1]
+    text = (f"At {entry['target']} the measured optimal learning rate goes from "
+            f"{first['learning_rate']:.3g} at B = {first['batch_size']} to "
+            f"{last['learning_rate']:.3g} at B = {last['batch_size']} "
+            f"({last['learning_rate'] / first['learning_rate']:.2g}x for a "
+            f"{last['batch_size'] / first['batch_size']:.3g}x larger batch). ")
+    text += _linear_sentence(entry) + f"Square-root scaling is at worst {_worst(entry['rules']['sqrt'])}. "
+    fit = entry["noise_scale_fit"]
     if fit is None:
-        return text + "The noise-scale rule needs optima at 3 or more batch sizes; not fitted."
-    return text + (f"The noise-scale rule fitted to the optima (eps_max = {fit['eps_max']:.3g}, "
-                   f"B_noise = {fit['b_noise']:.3g}) is at worst {_worst(rules['noise_scale'])}.")
+        return text + "The noise-scale and surge rules need optima at 3 or more batch sizes; not fitted."
+    text += (f"The noise-scale rule fitted to the optima (eps_max = {fit['eps_max']:.3g}, "
+             f"B_noise = {fit['b_noise']:.3g}) is at worst {_worst(entry['rules']['noise_scale'])}. ")
+    return text + _surge_sentence(entry)
 
 
-def lr_rules(target: str, points: list[dict], grid_by_size: dict[int, LRCurve]) -> dict | None:
-    """Linear, square-root and noise-scale rules against the measured optima at one target."""
-    if not points:
-        return None
-    optima = [{"batch_size": p["batch_size"],
-               "learning_rate": p["refined_lr"] if p["refined_lr"] is not None else p["best_lr"]}
-              for p in points]
-    ref = optima[0]
-    fit = noise_scale_fit(optima)
+def _predictions(ref: dict, noise: dict | None, surge: dict | None) -> dict:
+    """Each rule's learning rate as a function of the batch size (the fitted ones if fitted)."""
     predict = {"linear": lambda b: scaled_lr("linear", b, ref["batch_size"], ref["learning_rate"]),
                "sqrt": lambda b: scaled_lr("sqrt", b, ref["batch_size"], ref["learning_rate"])}
-    if fit is not None:
+    if noise is not None:
         predict["noise_scale"] = lambda b: scaled_lr("noise_scale", b, None, None,
-                                                     fit["eps_max"], fit["b_noise"])
-    rules = {name: [] for name in ("linear", "sqrt", "noise_scale")}
-    for name, rule in predict.items():
+                                                     noise["eps_max"], noise["b_noise"])
+    if surge is not None:
+        predict["surge"] = lambda b: scaled_lr("surge", b, None, None, eta_max=surge["eta_max"],
+                                               b_peak=surge["b_peak"])
+    return predict
+
+
+def lr_rules(target: str, points: list[dict], grid_by_size: dict[int, LRCurve],
+             bootstrap: int = 0, rng: np.random.Generator | None = None,
+             noise_scales: dict | None = None) -> dict | None:
+    """Linear, square-root, noise-scale and surge rules against the measured optima at one
+    target; the fits' intervals from `bootstrap` draws of the optima. `noise_scales`: the
+    measured B_simple, B_noise (and b_simple_precond) at this target, set beside B_peak."""
+    if not points:
+        return None
+    optima = [{"batch_size": p["batch_size"], "learning_rate": optimum(p)} for p in points]
+    draws = resampled_optima(points, grid_by_size, bootstrap, rng or np.random.default_rng(0))
+    noise = _with_intervals(noise_scale_fit(optima), [noise_scale_fit(d) for d in draws],
+                            ("eps_max", "b_noise"))
+    surge = _with_intervals(surge_fit(optima), [surge_fit(d) for d in draws], ("eta_max", "b_peak"))
+    rules = {name: [] for name in RULES}
+    for name, rule in _predictions(optima[0], noise, surge).items():
         rules[name] = [_rule_entry(p, o["learning_rate"], rule(p["batch_size"]),
                                    grid_by_size[p["batch_size"]]) for p, o in zip(points, optima)]
-    breaks_at = next((e["batch_size"] for e in rules["linear"] if _breaks(e)), None)
-    return {"target": target, "reference": dict(ref), "optima": optima, "noise_scale_fit": fit,
-            "rules": rules, "linear_breaks_at": breaks_at,
-            "summary": _rules_summary(target, optima, rules, fit, breaks_at)}
+    entry = {"target": target, "reference": dict(optima[0]), "optima": optima,
+             "noise_scale_fit": noise, "surge_fit": surge, "optimum_falls": optimum_falls(optima),
+             "noise_scales": {k: (noise_scales or {}).get(k) for k, _ in NOISE_SCALES},
+             "rules": rules,
+             "linear_breaks_at": next((e["batch_size"] for e in rules["linear"] if _breaks(e)), None)}
+    return {**entry, "summary": _rules_summary(entry)}

@@ -1,23 +1,28 @@
-"""The noisy quadratic model's closed form: expected loss, noise scales and the fewest steps to
-a target, exact for SGD, so the sweep's measured B_crit can be checked against ground truth.
+"""The noisy quadratic model's closed form for SGD: expected loss, noise scales and the fewest
+steps to a target, so the sweep's measured B_crit can be checked against ground truth.
 
-With per-coordinate curvature h_i and noise variance c_i (scaling.tasks.nqm), SGD at learning
+With per-coordinate curvature h_i and noise variance c_i in the coordinates the task trains
+(scaling.tasks.nqm.trained_spectra: preconditioning by h^-p is folded into them), SGD at learning
 rate lr and batch B moves each coordinate's mean by (1 - lr h_i) per step and its variance by
-(1 - lr h_i)^2 plus lr^2 c_i / B (Zhang et al. 2019).
+(1 - lr h_i)^2 plus lr^2 c_i / B (Zhang et al. 2019). Momentum and the iterates' moving average:
+scaling.analysis.nqm_momentum.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from scaling.analysis.nqm_momentum import constant_lr_momentum_loss, fewest_steps, stable_lr
+from scaling.analysis.tradeoff import fit_tradeoff
 from scaling.config.targets import first_crossing
-from scaling.tasks.nqm import NQMOptions, spectra
+from scaling.tasks.nqm import NQMOptions, trained_spectra
+
+FINE_LRS = 200  # the closed form's B_crit searches this many learning rates by default
 
 
 def expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: int) -> np.ndarray:
     """Exact E[L] after 0, 1, ..., len(lrs) SGD steps with step sizes `lrs` at batch `batch_size`."""
-    h, c = spectra(options)
-    mean = np.full_like(h, options.init_scale)
+    h, c, mean = trained_spectra(options)
     var = np.zeros_like(h)
     out = np.empty(len(lrs) + 1)
     out[0] = 0.5 * np.sum(h * mean**2)
@@ -34,8 +39,8 @@ def phases_expected_loss(options: NQMOptions, phases: list[tuple[float, int, int
     batch size, steps): the loss after 0, 1, ..., sum of steps. Each phase's mean and variance
     follow in closed form from the last one's (a branch from a base run, a batch-size
     schedule)."""
-    h, c = spectra(options)
-    mean, var = np.full_like(h, options.init_scale), np.zeros_like(h)
+    h, c, mean = trained_spectra(options)
+    var = np.zeros_like(h)
     out = [0.5 * np.sum(h * mean**2)]
     for lr, batch, steps in [phase for phase in phases if phase[2] > 0]:
         r = 1.0 - lr * h
@@ -50,32 +55,15 @@ def constant_lr_expected_loss_ema(options: NQMOptions, lrs: np.ndarray, batch_si
                                   steps: int, decay: float) -> np.ndarray:
     """Exact E[L] of the bias-corrected moving average of the SGD iterates at each constant lr,
     shape (len(lrs), steps + 1): the engine's eval.ema_decay, m_t = decay m_(t-1) + (1 - decay)
-    theta_t from m_0 = 0, evaluated at m_t / (1 - decay^t) (theta_0 at t = 0).
-
-    Per coordinate the pair (theta, m) evolves linearly with independent noise, so its means,
-    variances and covariance follow exactly, step by step, for all learning rates at once.
-    """
-    h, c = spectra(options)
-    lr = np.asarray(lrs, np.float64)[:, None]
-    shrink = 1.0 - lr * h
-    mean_t = np.full(shrink.shape, options.init_scale)
-    mean_m, var_t, cov, var_m = (np.zeros(shrink.shape) for _ in range(4))
-    out = np.empty((len(lr), steps + 1))
-    out[:, 0] = 0.5 * np.sum(h * mean_t**2, axis=1)
-    for t in range(1, steps + 1):
-        mean_t = shrink * mean_t
-        var_m = decay**2 * var_m + 2 * decay * (1 - decay) * shrink * cov  # the old cov
-        var_t = shrink**2 * var_t + lr**2 * c / batch_size
-        cov = decay * shrink * cov + (1 - decay) * var_t
-        var_m = var_m + (1 - decay) ** 2 * var_t
-        mean_m = decay * mean_m + (1 - decay) * mean_t
-        out[:, t] = 0.5 * np.sum(h * (mean_m**2 + var_m), axis=1) / (1.0 - decay**t) ** 2
-    return out
+    theta_t from m_0 = 0, evaluated at m_t / (1 - decay^t) (theta_0 at t = 0). The pair
+    (theta, m) is a linear system with independent noise (scaling.analysis.nqm_momentum)."""
+    return constant_lr_momentum_loss(options, lrs, batch_size, steps, ema_decay=decay)
 
 
 def noise_scales(options: NQMOptions, params: np.ndarray) -> dict[str, float]:
-    """Exact B_simple = tr(Sigma)/|G|^2, B_noise = tr(H Sigma)/(G^T H G), eps_max at `params`."""
-    h, c = spectra(options)
+    """Exact B_simple = tr(Sigma)/|G|^2, B_noise = tr(H Sigma)/(G^T H G), eps_max at `params`,
+    in the coordinates the task trains (with precondition_power, the preconditioned ones)."""
+    h, c, _ = trained_spectra(options)
     g = h * np.asarray(params, np.float64)
     g2, ghg = float(np.sum(g**2)), float(np.sum(h * g**2))
     return {"g2": g2, "trace_sigma": float(np.sum(c)), "b_simple": float(np.sum(c)) / g2,
@@ -87,13 +75,13 @@ def constant_lr_expected_loss(options: NQMOptions, lrs: np.ndarray, batch_size: 
     """E[L] after t SGD steps at each constant lr, shape (len(lrs), len(t)), for t = 0..steps
     (or the given array of t): the recursion of `expected_loss` summed in closed form (mean
     (1 - lr h)^t, variance lr^2 c / B times a geometric sum), one array expression for all."""
-    h, c = spectra(options)
+    h, c, start = trained_spectra(options)
     t = np.arange(steps + 1) if np.ndim(steps) == 0 else np.asarray(steps)
     lr = np.asarray(lrs, np.float64)[:, None, None]
     r = 1.0 - lr * h
     r2t = r ** (2 * t[None, :, None])
     var = lr**2 * c / batch_size * (1.0 - r2t) / (1.0 - r**2)
-    return 0.5 * np.sum(h * (options.init_scale**2 * r2t + var), axis=2)
+    return 0.5 * np.sum(h * (start**2 * r2t + var), axis=2)
 
 
 def steps_to_target(options: NQMOptions, lr: float, batch_size: int, target: float,
@@ -117,18 +105,42 @@ def steps_to_target(options: NQMOptions, lr: float, batch_size: int, target: flo
 
 
 def optimal_steps_to_target(options: NQMOptions, batch_sizes: list[int], target: float,
-                            lrs: np.ndarray, steps: int,
-                            ema_decay: float | None = None) -> list[float | None]:
+                            lrs: np.ndarray, steps: int | list[int], ema_decay: float | None = None,
+                            momentum: float = 0.0, nesterov: bool = False) -> list[float | None]:
     """Per batch size, the fewest expected steps to E[L] <= target over the constant `lrs`
-    (interpolated like the analysis does): the exact answer a tuned sweep should approach. With
-    `ema_decay`, the expected loss of the parameters' moving average instead."""
+    (interpolated like the analysis does) within `steps` (one budget, or one per batch size):
+    the exact answer a tuned sweep should approach. With `momentum` (optax's heavy ball, or
+    Nesterov) and `ema_decay` (the parameters' moving average), their exact expected loss."""
+    budgets = [steps] * len(batch_sizes) if np.ndim(steps) == 0 else list(steps)
     best = []
-    for size in batch_sizes:
-        if ema_decay is None:
-            reached = [steps_to_target(options, float(lr), size, target, steps) for lr in lrs]
+    for size, budget in zip(batch_sizes, budgets):
+        if ema_decay is None and momentum == 0.0:
+            reached = [steps_to_target(options, float(lr), size, target, budget) for lr in lrs]
+            reached = [s for s in reached if s is not None]
+            best.append(min(reached) if reached else None)
         else:
-            curves = constant_lr_expected_loss_ema(options, lrs, size, steps, ema_decay)
-            reached = [first_crossing(np.arange(steps + 1), c, "<=", target) for c in curves]
-        reached = [s for s in reached if s is not None]
-        best.append(min(reached) if reached else None)
+            best.append(fewest_steps(options, lrs, size, target, budget, momentum, nesterov,
+                                     ema_decay))
     return best
+
+
+def closed_form_b_crit(options: NQMOptions, batch_sizes: list[int], target: float,
+                       steps: int | list[int], lrs: np.ndarray | None = None,
+                       ema_decay: float | None = None, momentum: float = 0.0,
+                       nesterov: bool = False) -> dict:
+    """The closed form's S(B) and B_crit: the fewest steps to E[L] <= target per batch size
+    over the constant `lrs` (default FINE_LRS log-spaced from 1e-3 of the stability bound to
+    just below it), then S(B) = S_min + E_min / B fitted as the analysis fits it. `fit` is None
+    where fewer than 2 batch sizes reach the target."""
+    if lrs is None:
+        top = stable_lr(options, momentum, nesterov)
+        lrs = np.geomspace(1e-3 * top, 0.999 * top, FINE_LRS)
+    best = optimal_steps_to_target(options, batch_sizes, target, lrs, steps, ema_decay,
+                                   momentum, nesterov)
+    reached = [(b, s) for b, s in zip(batch_sizes, best) if s]
+    fit = None
+    if len(reached) >= 2:
+        s_min, e_min = fit_tradeoff(*zip(*reached))
+        fit = {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min}
+    return {"batch_sizes": list(batch_sizes), "steps": best, "fit": fit,
+            "b_crit": fit and fit["b_crit"]}

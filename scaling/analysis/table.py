@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scaling.analysis.curves import b_noise_at, b_simple_at
+from scaling.analysis.curves import b_noise_at, b_simple_at, b_simple_precond_at
 from scaling.analysis.selection import cell_means
 from scaling.config import AXES
 from scaling.config.targets import FIRST, Reach, crossing, parse_target, series, undecided_bound
@@ -38,6 +38,7 @@ class LRCurve:
     examples: list[np.ndarray] = field(default_factory=list)
     b_simple: list[np.ndarray] = field(default_factory=list)
     b_noise: list[np.ndarray] = field(default_factory=list)
+    b_simple_precond: list[np.ndarray] = field(default_factory=list)
     diverged: list[bool] = field(default_factory=list)
     hyperparameters: dict[str, float] = field(default_factory=dict)  # list-valued axes only
     censored: list[np.ndarray] = field(default_factory=list)  # steps are more than this; NaN
@@ -105,7 +106,7 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
                  "hyperparameters": {k: cfg["optimizer"][k] for k in axes},
                  "status": rec["summary"].get("status"), "steps_to_target": {},
                  "steps_censored": {}, "reading": {}, "examples_to_target": {},
-                 "b_simple": {}, "b_noise": {}, "first_crossing": {}}
+                 "b_simple": {}, "b_noise": {}, "b_simple_precond": {}, "first_crossing": {}}
         for name in targets:
             step, how, bound = read_steps(rows, name, reach, entry["status"], clip)
             entry["steps_to_target"][name], entry["reading"][name] = step, how
@@ -116,6 +117,8 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
                 None if step is None else examples_at(rows, step, entry["batch_size"]))
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
             entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
+            entry["b_simple_precond"][name] = (None if step is None
+                                               else b_simple_precond_at(rows, step))
         table.append(entry)
     return table
 
@@ -161,6 +164,7 @@ def _lr_curve(by_lr: dict[float, dict[int, dict]], hyperparameters: dict, target
         grid.examples.append(read("examples_to_target", own))
         grid.b_simple.append(read("b_simple", own))
         grid.b_noise.append(read("b_noise", own))
+        grid.b_simple_precond.append(read("b_simple_precond", own))
         grid.diverged.append(any(r is not None and r["status"] == "diverged" for r in runs))
         grid.censored.append(read("steps_censored", own))
     return grid

@@ -57,6 +57,11 @@ def fit_tradeoff(batch_sizes: Any, steps: Any) -> tuple[float, float]:
     return float(np.exp(theta[0])), float(np.exp(theta[1]))
 
 
+def percentile_interval(samples: list[float]) -> list[float] | None:
+    """The 95% percentile interval of bootstrap samples, None without any."""
+    return [float(v) for v in np.percentile(samples, [2.5, 97.5])] if samples else None
+
+
 def regimes(batch_sizes: list[int], steps: list[float]) -> dict:
     """Perfect-scaling and plateau batch sizes of a measured steps-vs-B curve (REGIME_DEFINITION)."""
     b, s = np.log(np.asarray(batch_sizes, float)), np.log(np.asarray(steps, float))

@@ -7,7 +7,7 @@ relative to a reference point (batch_ref, lr_ref). numpy only, so `scaling plan`
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,11 +23,13 @@ class WarmupSpec(Protocol):
 
 
 def scaled_lr(rule: str, batch_size: int, batch_ref: int | None, lr_ref: float | None,
-              eps_max: float | None = None, b_noise: float | None = None) -> float:
+              eps_max: float | None = None, b_noise: float | None = None,
+              eta_max: float | None = None, b_peak: float | None = None) -> float:
     """Learning rate at `batch_size` under `rule`.
 
     linear: lr_ref * B / B_ref; sqrt: lr_ref * sqrt(B / B_ref); constant: lr_ref;
-    noise_scale: eps_max / (1 + b_noise / B) (McCandlish et al. 2018), no reference needed.
+    noise_scale: eps_max / (1 + b_noise / B) (McCandlish et al. 2018), no reference needed;
+    surge: `surge_lr` (Li et al. 2024), from eta_max and b_peak.
     """
     if rule not in LR_RULES:
         raise ValueError(f"learning-rate rule {rule!r} is unknown; expected one of {', '.join(LR_RULES)}")
@@ -37,6 +39,10 @@ def scaled_lr(rule: str, batch_size: int, batch_ref: int | None, lr_ref: float |
         if eps_max is None or b_noise is None:
             raise ValueError("the noise_scale rule needs eps_max and b_noise")
         return eps_max / (1.0 + b_noise / batch_size)
+    if rule == "surge":
+        if eta_max is None or b_peak is None:
+            raise ValueError("the surge rule needs eta_max and b_peak")
+        return surge_lr(batch_size, eta_max, b_peak)
     if lr_ref is None:
         raise ValueError(f"the {rule} rule needs lr_ref, the learning rate at batch_ref")
     if rule == "constant":
@@ -45,6 +51,16 @@ def scaled_lr(rule: str, batch_size: int, batch_ref: int | None, lr_ref: float |
         raise ValueError(f"the {rule} rule needs a positive batch_ref, got {batch_ref}")
     ratio = batch_size / batch_ref
     return lr_ref * (ratio if rule == "linear" else math.sqrt(ratio))
+
+
+def surge_lr(batch_size: Any, eta_max: float, b_peak: float) -> Any:
+    """Adam's optimal learning rate by Li et al. 2024 ("Surge phenomenon in optimal learning rate
+    and batch size scaling"): 2 eta_max / (sqrt(b_peak / B) + sqrt(B / b_peak)). It rises like
+    sqrt(B) below b_peak, peaks at eta_max there and falls like 1/sqrt(B) above (numpy arrays
+    too)."""
+    ratio = np.sqrt(np.asarray(batch_size, np.float64) / b_peak)
+    value = 2.0 * eta_max / (1.0 / ratio + ratio)
+    return float(value) if np.ndim(value) == 0 else value
 
 
 def warmup_steps(schedule_cfg: WarmupSpec, total_steps: int) -> int:
@@ -74,7 +90,8 @@ def learning_rates(lr: LearningRateConfig, batch_size: int) -> list[float]:
 
 
 def _rule_lr(lr: LearningRateConfig, batch_size: int) -> float:
-    return scaled_lr(lr.rule, batch_size, lr.batch_ref, lr.lr_ref, lr.eps_max, lr.b_noise)
+    return scaled_lr(lr.rule, batch_size, lr.batch_ref, lr.lr_ref, lr.eps_max, lr.b_noise,
+                     lr.eta_max, lr.b_peak)
 
 
 def centered_lr(lr: LearningRateConfig, batch_size: int, k: int) -> float:

@@ -32,7 +32,7 @@ HYPERPARAMS: dict[str, tuple[str, ...]] = {k: o.hyperparams for k, o in OPTIMIZE
 
 SCHEDULES = ("constant", "linear", "cosine")
 LR_MODES = ("grid", "rule", "centered")
-LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
+LR_RULES = ("linear", "sqrt", "constant", "noise_scale", "surge")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target

@@ -164,6 +164,8 @@ class LearningRateConfig:
     lr_ref: float | None = None
     eps_max: float | None = None
     b_noise: float | None = None
+    eta_max: float | None = None
+    b_peak: float | None = None
     span: float | None = None
     max_extensions: int = 2
     search: bool = True

@@ -64,18 +64,24 @@ def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
     else:
         need((lr.values, lr.min, lr.max, lr.num) == (None,) * 4, "learning_rate.values",
              lr.values, "unset with mode: rule (the rule gives each batch size its learning rate)")
-    if lr.rule == "noise_scale":
-        need(lr.eps_max is not None and lr.eps_max > 0, "learning_rate.eps_max", lr.eps_max,
-             "a positive number for the noise_scale rule")
-        need(lr.b_noise is not None and lr.b_noise > 0, "learning_rate.b_noise", lr.b_noise,
-             "a positive number for the noise_scale rule")
-    else:
-        need(lr.lr_ref is not None and lr.lr_ref > 0, "learning_rate.lr_ref", lr.lr_ref,
-             "a positive number (the learning rate at batch_ref)")
-        need(lr.batch_ref is None or lr.batch_ref > 0, "learning_rate.batch_ref", lr.batch_ref,
-             "a positive integer (default: the smallest batch size)")
-        if lr.batch_ref is None:
-            lr.batch_ref = min(sizes)
+    _validate_rule_parameters(lr, sizes)
+
+
+def _validate_rule_parameters(lr: LearningRateConfig, sizes: list[int]) -> None:
+    """noise_scale and surge read their own two parameters; the others a reference point."""
+    own = {"noise_scale": ("eps_max", "b_noise"), "surge": ("eta_max", "b_peak")}.get(lr.rule)
+    if own is not None:
+        for key in own:
+            value = getattr(lr, key)
+            need(value is not None and value > 0, f"learning_rate.{key}", value,
+                 f"a positive number for the {lr.rule} rule")
+        return
+    need(lr.lr_ref is not None and lr.lr_ref > 0, "learning_rate.lr_ref", lr.lr_ref,
+         "a positive number (the learning rate at batch_ref)")
+    need(lr.batch_ref is None or lr.batch_ref > 0, "learning_rate.batch_ref", lr.batch_ref,
+         "a positive integer (default: the smallest batch size)")
+    if lr.batch_ref is None:
+        lr.batch_ref = min(sizes)
 
 
 def _validate_search(lr: LearningRateConfig) -> None:

@@ -154,7 +154,7 @@ def _lr_target(analysis: dict) -> dict | None:
 
 
 def lr_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Measured optimal LR per batch size against the linear, sqrt and noise-scale rules."""
+    """Measured optimal LR per batch size against the linear, sqrt, noise-scale and surge rules."""
     target = _lr_target(analysis)
     pts = [p for p in (target or {}).get("points") or [] if positive(p.get("best_lr"))]
     if not pts:

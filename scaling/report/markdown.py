@@ -17,7 +17,8 @@ from scaling.config import Config, ConfigError, learning_rates, load
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.formatting import interval, markdown_table, number
-from scaling.report.tables import best_lr_section, relative_cost
+from scaling.report.lr_rules import lr_conclusion, lr_rules_section
+from scaling.report.tables import best_lr_section
 from scaling.store import atomic_write, read_arithmetic
 
 POOR_FIT = 0.15  # rms residual of log steps above which a fit is called poor (~16% typical error)
@@ -72,7 +73,10 @@ def _optimizer(cfg: Config) -> str:
 def _learning_rates(cfg: Config) -> str:
     lr = cfg.learning_rate
     if lr.mode != "grid":
-        return f"rule {lr.rule} (reference B={number(lr.batch_ref)}, LR={number(lr.lr_ref)})"
+        own = {"noise_scale": f"eps_max={number(lr.eps_max)}, B_noise={number(lr.b_noise)}",
+               "surge": f"eta_max={number(lr.eta_max)}, B_peak={number(lr.b_peak)}"}
+        reference = f"reference B={number(lr.batch_ref)}, LR={number(lr.lr_ref)}"
+        return f"rule {lr.rule} ({own.get(lr.rule, reference)})"
     return ", ".join(number(v) for v in learning_rates(lr, min(cfg.batch.sizes)))
 
 
@@ -177,28 +181,6 @@ def _fits(analysis: dict) -> list[str]:
         + notes + ([""] if notes else [])
 
 
-def _lr_rules(analysis: dict) -> list[str]:
-    rules = analysis.get("lr_rules")
-    if not rules:
-        return ["## Learning-rate rules", "", "Not computed (no target reached at two or more "
-                "batch sizes).", ""]
-    ref = rules.get("reference") or {}
-    lines = ["## Learning-rate rules", "",
-             f"Target {rules.get('target')}; reference batch {number(ref.get('batch_size'))} at "
-             f"LR {number(ref.get('learning_rate'))}."]
-    fit = rules.get("noise_scale_fit")
-    if fit:
-        lines.append(f"Noise-scale rule fitted to the optima: eps_max {number(fit.get('eps_max'))}, "
-                     f"B_noise {number(fit.get('b_noise'))}.")
-    optimum = {o["batch_size"]: o["learning_rate"] for o in rules.get("optima") or []}
-    rows = [[name, r["batch_size"], optimum.get(r["batch_size"]), r.get("learning_rate"),
-             r.get("ratio_to_optimum"), relative_cost(r), r.get("note") or "-"]
-            for name, rs in (rules.get("rules") or {}).items()
-            for r in sorted(rs, key=lambda r: r["batch_size"])]
-    lines += [""] + markdown_table(["rule", "batch", "measured optimum", "predicted LR",
-                            "ratio to optimum", "relative cost (steps)", "note"], rows) + [""]
-    if rules.get("summary"):
-        lines += [rules["summary"], ""]
     return lines
 
 
@@ -348,27 +330,10 @@ def _target_conclusion(t: dict) -> list[str]:
     return out
 
 
-def _lr_conclusion(analysis: dict) -> list[str]:
-    rules = analysis.get("lr_rules") or {}
-    out = []
-    brk = rules.get("linear_breaks_at")
-    if brk is not None:
-        row = next((r for r in (rules.get("rules") or {}).get("linear") or []
-                    if r["batch_size"] == brk), {})
-        ratio = row.get("ratio_to_optimum")
-        out.append(f"Linear learning-rate scaling over-shoots the measured optimum from a batch "
-                   f"of about {brk}" + (f" ({ratio:.2g}x the optimum there)" if ratio else "")
-                   + ".")
-    elif rules:
-        out.append("Linear learning-rate scaling stays within 2x of the measured optimum (and "
-                   "1.5x of the best steps) at every batch size tried.")
-    return out
-
-
 def conclusion(analysis: dict) -> list[str]:
     """Plain-language sentences built from the numbers (one bullet each)."""
     sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
-    sentences += _lr_conclusion(analysis)
+    sentences += lr_conclusion(analysis)
     return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
 
 
@@ -379,7 +344,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines = [f"# Scaling report: {name}", ""]
     lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
     lines += best_lr_section(analysis)
-    lines += _definitions(analysis) + _schedules(analysis) + _lr_rules(analysis)
+    lines += _definitions(analysis) + _schedules(analysis) + lr_rules_section(analysis)
     lines += _throughput(analysis)
     lines += _figures(out, figures)
     path = out / "report.md"

@@ -16,7 +16,7 @@ DPI = 200
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
              "#000000")
 RULE_COLOURS = {"linear": "#D55E00", "sqrt": "#009E73", "noise_scale": "#CC79A7",
-                "constant": "#56B4E9"}
+                "constant": "#56B4E9", "surge": "#0072B2"}
 
 
 def pyplot() -> Any:

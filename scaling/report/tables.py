@@ -99,10 +99,20 @@ def _curvature(opt: dict | None) -> str:
     return number(opt["curvature"]) if opt and opt.get("curvature") is not None else "-"
 
 
-def relative_cost(rule: dict) -> str:
-    """A rule's relative cost in steps: a number, '> x' on runs stopped as dominated, or '-'."""
-    if rule.get("relative_cost") is not None:
-        return number(rule["relative_cost"])
-    if rule.get("relative_cost_censored") is not None:
-        return more_than(rule["relative_cost_censored"])
+def _censored_text(rule: dict, key: str) -> str:
+    """A rule's `key`: a number, '> x' where it falls on runs stopped as dominated, or '-'."""
+    if rule.get(key) is not None:
+        return number(rule[key])
+    if rule.get(f"{key}_censored") is not None:
+        return more_than(rule[f"{key}_censored"])
     return "-"
+
+
+def relative_cost(rule: dict) -> str:
+    """A rule's relative cost in steps (censored where it falls on a stopped run)."""
+    return _censored_text(rule, "relative_cost")
+
+
+def steps_text(rule: dict) -> str:
+    """The steps at a rule's learning rate (censored where it falls on a stopped run)."""
+    return _censored_text(rule, "steps")

@@ -1,0 +1,67 @@
+"""Each batch size's optimal learning rate, and its bootstrap draws for the rules' intervals.
+
+The optimum is the vertex of a parabola in log lr through log steps at the best grid LR and its
+neighbours (`refine_lr`), else the best grid LR itself. The learning-rate rules fitted to the
+optima (scaling.analysis.lr_rules) take their intervals from refits on `resampled_optima`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scaling.analysis.optimum import vertex
+from scaling.analysis.selection import cell_means_many
+from scaling.analysis.table import LRCurve
+
+
+def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
+    """Vertex of the parabola in log lr through log steps at the best LR and its two neighbours;
+    None at the grid's edge, with an unreached neighbour, or when it does not open upward."""
+    if best == 0 or best == len(lrs) - 1:
+        return None
+    y = np.asarray(steps[best - 1:best + 2], float)
+    if not np.all(np.isfinite(y)) or np.any(y <= 0):
+        return None
+    lr, _, curvature = vertex(list(lrs[best - 1:best + 2]), list(y))
+    return lr if curvature > 0 else None
+
+
+def optimum(point: dict) -> float:
+    """A batch size's optimal learning rate from its analysis.json point."""
+    return point["refined_lr"] if point["refined_lr"] is not None else point["best_lr"]
+
+
+def _grid_optima(grid: LRCurve, draws: np.ndarray) -> np.ndarray:
+    """The optimum of each draw of whole seeds (rows of `draws`) on one batch size's grid: the
+    fewest mean steps, refined; NaN where no LR was reached by every drawn seed."""
+    lrs, means = np.asarray(grid.lrs), cell_means_many(grid.stack("steps"), draws)
+    out = np.full(len(draws), np.nan)
+    for k in range(len(draws)):
+        column = means[:, k]
+        if np.all(np.isnan(column)):
+            continue
+        best = int(np.nanargmin(column))
+        refined = refine_lr(lrs, column, best)
+        out[k] = lrs[best] if refined is None else refined
+    return out
+
+
+def resampled_optima(points: list[dict], grid_by_size: dict[int, LRCurve], num: int,
+                     rng: np.random.Generator) -> list[list[dict]]:
+    """`num` bootstrap draws of the optima, each a list of {batch_size, learning_rate}: whole
+    seeds of each batch size resampled and the best LR found and refined again, with 2 or more
+    seeds; else the (batch size, optimum) points themselves resampled."""
+    if num <= 0 or not points:
+        return []
+    seeds = max(grid_by_size[p["batch_size"]].stack("steps").shape[1] for p in points)
+    if seeds < 2:
+        rows = rng.integers(0, len(points), (num, len(points)))
+        return [[{"batch_size": points[i]["batch_size"], "learning_rate": optimum(points[i])}
+                 for i in draw] for draw in rows]
+    drawn = []
+    for p in points:
+        grid = grid_by_size[p["batch_size"]]
+        width = grid.stack("steps").shape[1]
+        drawn.append(_grid_optima(grid, rng.integers(0, width, (num, width))))
+    return [[{"batch_size": p["batch_size"], "learning_rate": float(lrs[k])}
+             for p, lrs in zip(points, drawn) if np.isfinite(lrs[k])] for k in range(num)]
