@@ -20,7 +20,9 @@ import yaml
 
 from scaling import store
 from scaling.analysis import definitions
+from scaling.analysis.budget_folder import budget_section, reading as budget_reading
 from scaling.analysis.lr_rules import lr_rules
+from scaling.analysis.parabola import log_vertex
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
 from scaling.analysis.selection import Choice, choose, resampled_steps
 from scaling.analysis.table import LRCurve, lr_curves, run_table
@@ -52,15 +54,8 @@ def _stacked(size_grids: list[LRCurve], name: str) -> np.ndarray:
 def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
     """Vertex of the parabola in log lr through log steps at the best LR and its two neighbours;
     None at the grid's edge, with an unreached neighbour, or when it does not open upward."""
-    if best == 0 or best == len(lrs) - 1:
-        return None
-    x, y = np.log(lrs[best - 1:best + 2]), np.asarray(steps[best - 1:best + 2], float)
-    if not np.all(np.isfinite(y)) or np.any(y <= 0):
-        return None
-    a, b, _ = np.polyfit(x, np.log(y), 2)
-    if a <= 0:
-        return None
-    return float(np.exp(np.clip(-b / (2 * a), x[0], x[2])))
+    lr, _ = log_vertex(lrs, steps, best)
+    return None if np.isnan(lr) else float(lr)
 
 
 def best_point(size: int, size_grids: list[LRCurve], how: str = "min") -> dict | None:
@@ -264,12 +259,13 @@ def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, st
 
 
 def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
-            seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None) -> dict:
+            seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
+            view: str | None = None, metric: str | None = None) -> dict:
     """Read the finished runs in `out` and return the analysis.json dict (version 2).
 
-    `reach` and `lr_selection` default to the sweep's (sweep.yaml). The learning-rate rules
-    are judged at the first target that some batch size reached.
-    """
+    `reach`, `lr_selection`, `view` and `metric` default to the sweep's (sweep.yaml). The
+    learning-rate rules are judged at the first target that some batch size reached. View
+    fixed_budget or both adds `fixed_budget` (scaling.analysis.budget_folder)."""
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
     records = store.load(out)
@@ -278,9 +274,10 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                           "expected the --out folder of a sweep")
     cfg = _sweep_yaml(out)
     reach, how = _reading(out, reach, lr_selection)
+    view, metric = budget_reading(cfg, view, metric)
     targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
-    if not targets:
-        raise ConfigError(f"targets: {out} names none; expected at least one, e.g. eval_loss<=1.0")
+    need(bool(targets) or view != "steps", "targets", f"none in {out}",
+         "at least one, e.g. eval_loss<=1.0 (or analysis.view: fixed_budget)")
     _check_metrics(records, targets, reach)
     scheduled = [r for r in records if is_scheduled(r)]
     records = [r for r in records if not is_scheduled(r)]
@@ -292,18 +289,23 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
                                   [e for e, _ in results], how, bootstrap, seed)
-    rules_entry, rules_grids = next(((e, g) for e, g in results if e["points"]), results[0])
+    reached = [(e, g) for e, g in results if e["points"]]  # the rules' target: the first of them
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
                                "status", "steps_to_target", "examples_to_target")} for r in table]
-    return {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
-            "reached": {"rule": reach.rule, "window": reach.window,
-                        "definition": reach.describe()},
-            "lr_selection": how, "primary_target": targets[0], "runs": runs,
-            "targets": [e for e, _ in results],
-            "lr_rules": lr_rules(rules_entry["name"], rules_entry["points"], rules_grids),
-            "throughput": _throughput(records),
-            "b_crit_power_law": definitions.power_laws([e for e, _ in results]),
-            "schedules": schedules}
+    result = {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
+              "reached": {"rule": reach.rule, "window": reach.window,
+                          "definition": reach.describe()},
+              "lr_selection": how, "primary_target": targets[0] if targets else None,
+              "runs": runs, "targets": [e for e, _ in results],
+              "lr_rules": reached and lr_rules(reached[0][0]["name"], reached[0][0]["points"],
+                                               reached[0][1]) or None,
+              "throughput": _throughput(records),
+              "b_crit_power_law": definitions.power_laws([e for e, _ in results]),
+              "schedules": schedules}
+    if view != "steps":
+        result["fixed_budget"] = budget_section(out, cfg, records, metric, bootstrap, seed,
+                                                result["targets"])
+    return result
 
 
 def write(out: str | Path, analysis: dict) -> Path:

@@ -7,6 +7,7 @@ LR_MODES = ("grid", "rule", "centered")
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
+VIEWS = ("steps", "fixed_budget", "both")  # analysis.view
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")

@@ -36,6 +36,8 @@ def _validate_reached(cfg: Config) -> None:
           "metrics of the parameters' moving average: set eval.ema_decay, e.g. 0.99)")
     need(cfg.analysis.lr_selection in names.LR_SELECTIONS, "analysis.lr_selection",
          cfg.analysis.lr_selection, f"one of {', '.join(names.LR_SELECTIONS)}")
+    need(cfg.analysis.view in names.VIEWS, "analysis.view", cfg.analysis.view,
+         f"one of {', '.join(names.VIEWS)}")
 
 
 def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
@@ -249,6 +251,9 @@ def _validate_targets(cfg: Config, task: Any) -> None:
     for text in cfg.targets:
         metric, _, _ = parse_target(text)
         need(metric in reported, "targets", text,
+             f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
+    if cfg.analysis.view != "steps":
+        need(cfg.analysis.metric in reported, "analysis.metric", cfg.analysis.metric,
              f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
     if cfg.learning_rate.mode == "centered" and cfg.learning_rate.max_extensions > 0:
         need(bool(cfg.targets), "targets", cfg.targets, "at least one target with "

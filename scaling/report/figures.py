@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling.formatting import number
+from scaling.report import budget_figures
 from scaling.report.noise_figure import loss_key, noise_scale_vs_loss, noise_series
 from scaling.report.style import OKABE_ITO, RULE_COLOURS, batch_axis, colour, geom, pyplot, save
 from scaling.store.rows import positive
@@ -366,6 +367,7 @@ FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {
     "noise_vs_loss.png": noise_vs_loss,
     "bcrit_vs_target.png": bcrit_vs_target,
     "heatmap.png": heatmap,
+    "landscape.png": budget_figures.landscape,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from scaling.config import Config, ConfigError, learning_rates, load
 from scaling.formatting import interval, markdown_table, number
+from scaling.report import budget_report
 from scaling.store import atomic_write
 from scaling.sweep.plan import for_config, format_table
 
@@ -30,6 +31,7 @@ CAPTIONS = {
     "bcrit_vs_target": "Critical batch size (95% bootstrap interval) and B_simple per target.",
     "heatmap": "Steps to target over batch size and learning rate (mean over seeds): the "
                "primary target, or the LR-rules target when no run reached the primary one.",
+    "landscape": budget_report.LANDSCAPE_CAPTION,
 }
 
 
@@ -98,6 +100,10 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
     sw = analysis.get("sweep") or {}
     statuses = ", ".join(f"{n} {k}" for k, n in (sw.get("statuses") or {}).items())
     lines = ["## Sweep", ""]
+    imported = budget_report.import_lines(out)
+    if imported:
+        return lines + imported + [f"- runs analysed: {number(sw.get('num_runs'))} ({statuses})",
+                                   ""]
     try:
         cfg = load(out / "sweep.yaml")
     except ConfigError as err:
@@ -397,9 +403,9 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", ""]
-    lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
-    lines += _best_lr(analysis)
-    lines += _definitions(analysis) + _schedules(analysis) + _lr_rules(analysis)
+    lines += conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
+    steps = [_reading, _fits, _best_lr, _definitions, _schedules, _lr_rules]
+    lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]
     lines += _throughput(analysis)
     lines += _figures(out, figures)
     path = out / "report.md"
