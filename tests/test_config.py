@@ -12,6 +12,7 @@ import yaml
 
 from scaling.config import (Config, ConfigError, apply_overrides, from_dict, learning_rates, load,
                             parse_target, to_dict, to_json, to_yaml, validate_devices)
+from scaling.sweep.runner import group_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -563,3 +564,22 @@ def test_optimizer_axes_are_refused_with_a_centred_grid():
     fails(nqm(targets=["eval_loss<=0.5"], learning_rate=CENTERED,
               optimizer={"name": "momentum", "momentum": [0.0, 0.9]}),
           "optimizer.momentum: got [0.0, 0.9]", "learning_rate.mode: centered")
+
+
+# ---------------------------------------------------------------- the analysis view
+
+
+def test_the_fixed_budget_view_trains_every_run_to_its_budget():
+    cfg = from_dict(nqm(analysis={"view": "fixed_budget", "metric": "eval_loss"}))
+    assert cfg.targets == [] and cfg.train.stop_at_targets is False
+    both = from_dict(nqm(analysis__view="both", targets=["eval_loss<=0.1"]))
+    assert both.train.stop_at_targets is False
+    assert from_dict(nqm(targets=["eval_loss<=0.1"])).train.stop_at_targets is True
+    assert group_spec(cfg, 8, 1)[0].stop_at_targets is False  # the engine's reading of it
+
+
+def test_the_view_and_its_metric_are_checked():
+    fails(nqm(analysis__view="final"), "analysis.view: got 'final'",
+          "steps, fixed_budget, both")
+    fails(nqm(analysis__view="fixed_budget", analysis__metric="eval_accuracy"),
+          "analysis.metric: got 'eval_accuracy'", "task nqm reports")

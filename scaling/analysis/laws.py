@@ -46,7 +46,7 @@ def variables(cells: list[dict]) -> tuple[list[str], dict[str, str]]:
     for name in VARIABLES:
         values = [_value(c, name) for c in cells]
         if len(cells) < 2:
-            left_out[name] = "one cell: no law"
+            left_out[name] = "fewer than two cells: no law"
         elif not all(positive(v) for v in values):
             left_out[name] = "not known for every cell"
         elif max(values) / min(values) < MIN_RANGE:

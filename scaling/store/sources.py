@@ -91,8 +91,12 @@ def event_folders(path: str | Path) -> list[Path]:
 def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar tag of one run folder: (step, value) in the order written, every event
     kept (tensorboard's reader samples 10,000 per tag unless told not to)."""
-    from tensorboard.backend.event_processing.event_accumulator import (  # heavy; only here
-        SCALARS, EventAccumulator)
+    try:  # heavy, and optional: only here
+        from tensorboard.backend.event_processing.event_accumulator import (SCALARS,
+                                                                             EventAccumulator)
+    except ImportError:
+        raise ImportError("reading TensorBoard folders needs tensorboard, which scaling does "
+                          "not install; pip install tensorboard (or 'scaling[trackers]')") from None
 
     events = EventAccumulator(str(folder), size_guidance={SCALARS: 0})
     events.Reload()
