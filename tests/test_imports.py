@@ -128,6 +128,9 @@ def test_curves_give_the_steps_view(tmp_path):
     (target,) = analysis["targets"]
     assert {p["batch_size"]: p["steps"] for p in target["points"]} == {8: 10.0, 16: 10.0}
     assert "fixed_budget" in analysis  # view both: curves with targets
+    assert main(["compare", str(out), str(out), "--labels", "a", "b", "--out",
+                 str(tmp_path / "cmp")]) == 0
+    assert "| a | eval_loss<=0.5 |" in (tmp_path / "cmp" / "report.md").read_text()
 
 
 def test_tensorboard_folders_with_a_runs_table(tmp_path):

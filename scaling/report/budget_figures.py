@@ -51,9 +51,8 @@ def _contours(ax: Any, fig: Any, grid: list[dict], lower: bool, metric: str) -> 
     z = np.array([g["mean"] for g in done])
     if len(done) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:
         levels = _levels(z, lower)
-        clipped = np.clip(z, levels[0], levels[-1])
-        filled = ax.tricontourf(x, y, clipped, levels=levels, cmap="viridis" if lower else
-                                "viridis_r")
+        filled = ax.tricontourf(x, y, z, levels=levels, cmap="viridis" if lower else
+                                "viridis_r", extend="max" if lower else "min")
         fig.colorbar(filled, ax=ax, label=f"final {metric} (mean over seeds)", format="%.4g")
     ax.plot(x, y, ".", color="0.2", ms=2.5, label="run finished (every seed)")
     failed = [g for g in grid if g.get("mean") is None]
@@ -112,6 +111,9 @@ def landscape(analysis: dict, records: list[dict], path: Path) -> Path | None:
            title=f"Final {cell['metric']} at the budget" + _budget_text(cell))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3)
     return save(fig, path)
+
+
+FIGURES = {"landscape.png": landscape}  # a results folder's, beside scaling.report.figures' own
 
 
 def _budget_text(cell: dict) -> str:

@@ -11,9 +11,10 @@ import yaml
 from scaling.formatting import interval, markdown_table, number
 
 LANDSCAPE_CAPTION = ("The final metric over learning rate x batch size (filled contours, mean "
-                     "over seeds; colours clipped above the 70th percentile), each batch "
-                     "size's optimal learning rate (95% interval), the optimum (star), the "
-                     "measured arg-min (square) and the learning-rate rules (dashed).")
+                     "over seeds; values worse than the 70th percentile share the last "
+                     "colour), each batch size's optimal learning rate (95% interval), the "
+                     "optimum (star), the measured arg-min (square) and the learning-rate "
+                     "rules (dashed).")
 EDGE_TEXT = {"low": "at the smallest tried (no interpolation)",
              "high": "at the largest tried (no interpolation)"}
 
@@ -55,6 +56,25 @@ def optimum_sentence(cell: dict, unit: str) -> str:
             f"{with_ci(opt['value'], opt.get('value_ci'))}; the measured arg-min is B = "
             f"{best.get('batch_size')}, learning rate {number(best.get('learning_rate'))} "
             f"({number(best.get('value'), 4)}).")
+
+
+def conclusion(analysis: dict) -> list[str]:
+    """The fixed-budget sentences of report.md's conclusion: the optimum, and where the grid's
+    edges leave it uncertain."""
+    fb = analysis.get("fixed_budget")
+    if not fb or len(fb.get("cells") or []) != 1:
+        return []
+    cell = fb["cells"][0]
+    out = [optimum_sentence(cell, fb.get("batch_unit", "examples"))]
+    for edge in ("low", "high"):
+        sizes = [str(p["batch_size"]) for p in cell.get("per_batch") or [] if p["at_edge"] == edge]
+        if sizes:
+            out.append(f"At B = {', '.join(sizes)} the best learning rate is the {edge}est one "
+                       "tried: the optimum may lie beyond it, and B_opt, read from these batch "
+                       "sizes' best values, with it; widen the learning-rate grid there.")
+    if cell.get("lr_rules"):
+        out.append("Learning-rate rules against these optima: " + cell["lr_rules"]["summary"])
+    return out
 
 
 def _rules(cell: dict) -> list[str]:

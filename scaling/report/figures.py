@@ -367,14 +367,14 @@ FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {
     "noise_vs_loss.png": noise_vs_loss,
     "bcrit_vs_target.png": bcrit_vs_target,
     "heatmap.png": heatmap,
-    "landscape.png": budget_figures.landscape,
 }
 
 
 def write_all(analysis: dict, records: list[dict], folder: Path) -> list[Path]:
-    """Every figure whose data exist, written under `folder`; returns the paths written."""
+    """Every figure whose data exist (the fixed-budget view's too), written under `folder`;
+    returns the paths written."""
     written = []
-    for name, draw in FIGURES.items():
+    for name, draw in {**FIGURES, **budget_figures.FIGURES}.items():
         path = draw(analysis, records, Path(folder) / name)
         if path is not None:
             written.append(path)

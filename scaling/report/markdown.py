@@ -394,7 +394,7 @@ def _lr_conclusion(analysis: dict) -> list[str]:
 def conclusion(analysis: dict) -> list[str]:
     """Plain-language sentences built from the numbers (one bullet each)."""
     sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
-    sentences += _lr_conclusion(analysis)
+    sentences += _lr_conclusion(analysis) + budget_report.conclusion(analysis)
     return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
 
 
