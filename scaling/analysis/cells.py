@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from scaling import store
 from scaling.analysis.analyze import _sweep_yaml, analyze
 from scaling.analysis.budget_folder import measure, reading, section

@@ -21,7 +21,6 @@ back in their own terms.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ from scaling.analysis.table import varying_hyperparameters
 from scaling.errors import ConfigError
 from scaling.store import finite
 
-log = logging.getLogger("scaling.analysis")
 NOISE_POINTS = 2  # the noise spread is read on the best point and this many either side
 INTERVAL_DEFINITIONS = {
     "seeds": "2.5 and 97.5 percentiles over bootstrap draws of whole seeds",

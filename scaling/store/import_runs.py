@@ -6,7 +6,6 @@ their batch size and learning rate. Every refusal names the file, the row and th
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 

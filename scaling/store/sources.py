@@ -32,7 +32,7 @@ class Table:
 
 
 def _read_csv(path: Path) -> Table:
-    with open(path, newline="") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's BOM too
         reader = csv.DictReader(handle)
         columns = list(reader.fieldnames or [])
         if len(set(columns)) != len(columns):
