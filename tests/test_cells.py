@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from scaling.cli.main import main
-
-pytestmark = pytest.mark.slow  # nine cells analysed, drawn and reported (about 7 s)
+from scaling.config import ConfigError
+from scaling.store.cells import cell_entry, cell_name, read_cells, write_cells
 
 FIXED_BUDGET_KEYS = {"metric", "lower_is_better", "batch_unit", "budget_unit", "cells", "laws"}
 CELL_KEYS = {"name", "params", "tokens", "examples", "budget_unit", "b_crit", "metric",
@@ -58,6 +58,7 @@ def parent(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # nine cells analysed, drawn and reported (about 7 s)
 def test_the_parent_analysis_has_the_documented_keys(parent):
     analysis = json.loads((parent / "analysis.json").read_text())
     assert set(analysis) == {"version", "kind", "sweep", "manifest", "fixed_budget"}
@@ -77,18 +78,21 @@ def test_the_parent_analysis_has_the_documented_keys(parent):
     assert fb["laws"]["b_crit"] is None
 
 
+@pytest.mark.slow  # nine cells analysed, drawn and reported (about 7 s)
 def test_each_cell_is_an_ordinary_analysed_folder(parent):
     manifest = json.loads((parent / "cells.json").read_text())
     for cell in manifest["cells"]:
         folder = parent / cell["folder"]
         own = json.loads((folder / "analysis.json").read_text())
         (entry,) = own["fixed_budget"]["cells"]
-        assert set(entry) == CELL_KEYS | {"grid"} and all(set(g) == GRID_KEYS for g in entry["grid"])
+        assert set(entry) == CELL_KEYS | {"grid"}
+        assert all(set(g) == GRID_KEYS for g in entry["grid"])
         assert (entry["params"], entry["tokens"]) == (cell["params"], cell["tokens"])
         assert (folder / "figures" / "landscape.png").is_file()
         assert "## Fixed budget" in (folder / "report.md").read_text()
 
 
+@pytest.mark.slow  # nine cells analysed, drawn and reported (about 7 s)
 def test_the_laws_come_back_and_are_reported(parent):
     laws = json.loads((parent / "analysis.json").read_text())["fixed_budget"]["laws"]
     for name, truth in (("learning_rate", {"params": -0.5, "tokens": 0.25}),
@@ -103,3 +107,23 @@ def test_the_laws_come_back_and_are_reported(parent):
     assert "](cells/N1e6-D1e8/report.md)" in report
     row = next(line for line in report.splitlines() if line.startswith("| optimal batch size"))
     assert f"{laws['batch_size']['exponents']['tokens']:.3f}" in row
+
+
+def test_cell_names_and_compute():
+    assert cell_name(214663680, 1e11) == "N2.147e8-D1e11"
+    assert cell_name(None, 800) == "D800" and cell_name(None, None) == "cell"
+    entry = cell_entry(1e8, 2e9, None)
+    assert (entry["folder"], entry["compute"]) == ("cells/N1e8-D2e9", 6 * 1e8 * 2e9)
+    assert entry["compute_source"].startswith("6 N D")
+    assert cell_entry(1e8, None, 5e4)["compute"] is None  # no tokens: C unknown
+    assert cell_entry(1e8, None, 5e4, measured=(1e15, "XLA"))["compute"] == 1e15
+
+
+def test_a_manifest_must_name_folders_that_hold_runs(tmp_path):
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_cells(tmp_path)
+    write_cells(tmp_path, [cell_entry(1e6, 1e8, None)], "examples", None, "import")
+    with pytest.raises(ConfigError, match="cell 'N1e6-D1e8' has no runs/"):
+        read_cells(tmp_path)
+    (tmp_path / "cells" / "N1e6-D1e8" / "runs").mkdir(parents=True)
+    assert read_cells(tmp_path)["cells"][0]["params"] == 1e6

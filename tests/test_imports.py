@@ -63,7 +63,8 @@ def test_a_table_becomes_a_results_folder_that_analyze_reads(tmp_path, capsys):
     assert rec["config"]["source"]["place"].endswith("row 16")
     saved = yaml.safe_load((out / "sweep.yaml").read_text())
     assert saved["analysis"]["view"] == "fixed_budget" and saved["targets"] == []
-    assert saved["import"]["sources"][0]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert saved["import"]["sources"][0]["sha256"] == digest
     assert saved["import"]["columns"]["eval_loss"] == "final loss"
     assert main(["analyze", str(out), "--bootstrap", "20", "--quiet"]) == 0
     cell = json.loads((out / "analysis.json").read_text())["fixed_budget"]["cells"][0]
@@ -169,8 +170,8 @@ BAD = {
     "missing column": (["bs", "learning_rate", "eval_loss"], [[8, 0.1, 1.0]],
                        ["--column", "batch_size=batch"], "missing column 'batch'"),
     "not a number": (["batch_size", "learning_rate", "eval_loss"],
-                     [[8, 0.1, 1.0], [8, "fast", 1.0]], [], "row 3, column 'learning_rate': "
-                                                           "got 'fast', expected a positive number"),
+                     [[8, 0.1, 1.0], [8, "fast", 1.0]], [],
+                     "row 3, column 'learning_rate': got 'fast', expected a positive number"),
     "bad metric value": (["batch_size", "learning_rate", "eval_loss"],
                          [[8, 0.1, "1.0"], [16, 0.1, "n/a"]], ["--column", "eval_loss=eval_loss"],
                          "row 3, column 'eval_loss': got 'n/a', expected a number"),

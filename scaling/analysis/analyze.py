@@ -20,7 +20,8 @@ import yaml
 
 from scaling import store
 from scaling.analysis import definitions
-from scaling.analysis.budget_folder import budget_section, reading as budget_reading
+from scaling.analysis.budget_folder import (budget_section, reading as budget_reading,
+                                            summary_lines as budget_summary)
 from scaling.analysis.lr_rules import lr_rules
 from scaling.analysis.parabola import log_vertex
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
@@ -333,5 +334,5 @@ def summary_table(analysis: dict) -> str:
                      f"first crossing: B_crit {number(t['first_crossing']['b_crit'], 4)}")
     if analysis["lr_rules"]:
         lines.append(analysis["lr_rules"]["summary"])
-    lines += summary_lines(analysis.get("schedules") or [])
+    lines += summary_lines(analysis.get("schedules") or []) + budget_summary(analysis)
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from scaling.analysis.laws import fit_laws
 from scaling.config import AnalysisConfig
 from scaling.config.names import VIEWS
 from scaling.errors import need
+from scaling.formatting import interval, number, text_table
 from scaling.store import finite
 
 CELL_STREAM = 7919  # the bootstrap's random stream for a cell, beside the targets' [seed, i]
@@ -85,3 +86,21 @@ def budget_section(out: Path, cfg: dict, records: list[dict], metric: str, boots
     entry, draws = measure(cfg, records, metric, bootstrap, seed, targets)
     return section([{"name": Path(out).name, **entry}], [draws], batch_unit(cfg, records),
                    bootstrap, seed)
+
+
+def summary_lines(analysis: dict) -> list[str]:
+    """The fixed-budget view for the terminal: per batch size its optimal learning rate, and
+    the optimum (nothing without the view)."""
+    cells = (analysis.get("fixed_budget") or {}).get("cells") or []
+    if len(cells) != 1:
+        return []
+    cell, opt = cells[0], cells[0]["optimum"]
+    rows = [[p["batch_size"], p["best_lr"], p["learning_rate"], p["at_edge"] or "", p["value"]]
+            for p in cell["per_batch"]]
+    table = text_table(["batch", "best grid lr", "optimal lr", "edge", cell["metric"]], rows)
+    lines = [f"fixed budget: final {cell['metric']}"] + ["  " + row for row in table.splitlines()]
+    return lines + [
+        f"  B_opt {number(opt['batch_size'], 4)} {interval(opt['batch_size_ci'])}"
+        f"{' (at the ' + opt['at_edge'] + ' edge)' if opt['at_edge'] else ''}, learning rate "
+        f"{number(opt['learning_rate'], 4)} {interval(opt['learning_rate_ci'])}, "
+        f"{cell['metric']} {number(opt['value'], 4)}"]

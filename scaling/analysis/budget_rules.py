@@ -60,7 +60,8 @@ def budget_rules(per_batch: list[dict], curves: list[Any], lower: bool) -> dict 
     pairs = [(p, c) for p, c in zip(per_batch, curves) if p["learning_rate"] is not None]
     if len(pairs) < 2:
         return None
-    optima = [{"batch_size": p["batch_size"], "learning_rate": p["learning_rate"]} for p, _ in pairs]
+    optima = [{"batch_size": p["batch_size"], "learning_rate": p["learning_rate"]}
+              for p, _ in pairs]
     ref, fit = optima[0], noise_scale_fit(optima)
     predict = {name: (lambda b, name=name: scaled_lr(name, b, ref["batch_size"],
                                                      ref["learning_rate"]))

@@ -79,7 +79,8 @@ def _optima(ax: Any, cell: dict) -> None:
     if positive(opt.get("learning_rate")) and positive(opt.get("batch_size")):
         ax.plot(np.log10(opt["learning_rate"]), np.log2(opt["batch_size"]), "*", color="#F0E442",
                 mec="black", ms=15, zorder=6,
-                label=f"optimum: B = {number(opt['batch_size'])}, LR = {number(opt['learning_rate'])}")
+                label=f"optimum: B = {number(opt['batch_size'])}, "
+                      f"LR = {number(opt['learning_rate'])}")
 
 
 def _rules(ax: Any, cell: dict) -> None:

@@ -12,8 +12,8 @@ from scaling.report import budget_figures, budget_report
 from scaling.report.budget_report import sci, with_ci
 from scaling.store import atomic_write
 
-LAW_NAMES = {"learning_rate": "optimal learning rate eta*", "batch_size": "optimal batch size B_opt",
-             "loss": "final metric at the optimum", "b_crit": "critical batch size B_crit"}
+LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
+             "batch_size": "optimal batch size B_opt", "loss": "final metric at the optimum", "b_crit": "critical batch size B_crit"}
 CAPTION = ("Each cell's optimum (95% interval) against its budget D, one colour per model size "
            "N, the measured arg-min (squares) and the fitted law (lines).")
 
@@ -54,7 +54,7 @@ def laws_table(analysis: dict) -> list[str]:
 def _cells_table(analysis: dict) -> list[str]:
     rows = []
     for c in analysis["fixed_budget"]["cells"]:
-        opt, best = c.get("optimum") or {}, c.get("best") or {}
+        opt, best, b_crit = c.get("optimum") or {}, c.get("best") or {}, c.get("b_crit") or {}
         link = f"[{c['name']}]({c['folder']}/report.md)"
         rows.append([link, sci(c.get("params")), sci(c.get("tokens") or c.get("examples")),
                      sci(c.get("compute")), number(c.get("num_runs")),
@@ -63,7 +63,7 @@ def _cells_table(analysis: dict) -> list[str]:
                      with_ci(opt.get("batch_size"), opt.get("batch_size_ci")),
                      with_ci(opt.get("learning_rate"), opt.get("learning_rate_ci")),
                      with_ci(opt.get("value"), opt.get("value_ci")), opt.get("at_edge") or "-",
-                     with_ci((c.get("b_crit") or {}).get("value"), (c.get("b_crit") or {}).get("ci"))])
+                     with_ci(b_crit.get("value"), b_crit.get("ci"))])
     return markdown_table(["cell", "N", "D", "C (FLOPs)", "runs", "interval", "arg-min B, LR",
                            "B_opt [95% CI]", "eta* [95% CI]", "metric there [95% CI]",
                            "B_opt at edge", "B_crit [95% CI]"], rows)
@@ -96,9 +96,10 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     imported = budget_report.import_lines(out)
     if imported:
         lines += ["## Source", ""] + imported + [""]
+    lines += ["## Figures", ""] if figures else []
     for path in figures:
         rel = Path(os.path.relpath(path, out)).as_posix()
-        lines += ["## Figures", "", f"![{Path(path).stem}]({rel})", "", CAPTION, ""]
+        lines += [f"![{Path(path).stem}]({rel})", "", CAPTION, ""]
     target = out / "report.md"
     atomic_write(target, "\n".join(lines).rstrip() + "\n")
     return target

@@ -45,11 +45,13 @@ def compute(params: float | None, tokens: float | None) -> tuple[float | None, s
 
 
 def cell_entry(params: float | None, tokens: float | None, examples: float | None,
-               values: dict[str, Any] | None = None) -> dict[str, Any]:
+               values: dict[str, Any] | None = None,
+               measured: tuple[float, str] | None = None) -> dict[str, Any]:
     """One cell of the manifest: its folder, N, D in tokens and examples, C and the scale-axis
-    values that made it (empty for an import)."""
+    values that made it (empty for an import). `measured`: C counted otherwise (e.g. XLA's
+    cost analysis of the step times the steps) and how, in place of 6 N D."""
     budget = tokens if positive(tokens) else examples
-    c, source = compute(params, tokens)
+    c, source = measured or compute(params, tokens)
     name = cell_name(params, budget)
     return {"name": name, "folder": f"cells/{name}", "params": params, "tokens": tokens,
             "examples": examples, "budget_unit": "tokens" if positive(tokens) else "examples",

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from scaling.errors import ConfigError
-from scaling.store.imports import (EXPECTED, FIELDS, STATUSES, UNITS, Imported, ImportedRun, ImportOptions,
-                                   read_file, read_tensorboard)
+from scaling.store.imports import (EXPECTED, FIELDS, STATUSES, UNITS, Imported, ImportedRun,
+                                   ImportOptions, read_file, read_tensorboard)
 
 SAME = 1e-6  # relative tolerance of tokens = examples x tokens per example
 RUN_FIELDS = ("batch_size", "learning_rate", "seed", "params", "run")  # a runs table's fields
