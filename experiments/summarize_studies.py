@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from scaling.formatting import interval, number as num
 
@@ -52,9 +53,14 @@ def studies_table() -> list[str]:
     commands = []
     for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
         analysis, study = _load(folder / "analysis.json"), _load(folder / "study.json")
-        if analysis.get("kind") != "branch":
+        if analysis.get("kind") not in ("branch", "cells"):
             lines += study_rows(folder.name, analysis, study)
-        if study:
+        imported = (yaml.safe_load((folder / "sweep.yaml").read_text()) or {}).get("import") \
+            if (folder / "sweep.yaml").is_file() else None
+        if imported:
+            commands.append(f"- {folder.name}: `{imported['command']}`, then "
+                            f"`scaling analyze results/{folder.name}`")
+        elif study:
             commands.append(f"- {folder.name}: `{study['command']}` "
                             f"({study.get('date', '')}, commit {study.get('git_commit')}, "
                             f"{study.get('host', '')})")
@@ -77,6 +83,41 @@ def _study_folders(kind: str) -> list[tuple[str, dict, dict | None]]:
                 kind == "branch" or analysis.get("schedules")):
             out.append((folder.name, analysis, _load(folder / "study.json")))
     return out
+
+
+def _exponent(law: dict, name: str) -> str:
+    value = law["exponents"].get(name)
+    return "left out" if value is None else f"{value:.3f} {interval(law['exponents_ci'][name])}"
+
+
+def laws_table() -> list[str]:
+    """The laws across the cells of every multi-cell study (the fixed-budget view)."""
+    studies = [(p.name, _load(p / "analysis.json")) for p in sorted(RESULTS.iterdir())
+               if (p / "cells.json").is_file() and (p / "analysis.json").is_file()]
+    if not studies:
+        return []
+    lines = ["", "## Scaling laws at a fixed budget", "",
+             "Per study, each optimum across its cells fitted as c N^a D^b (least squares in "
+             "log space; 95% bootstrap intervals over cells and, within each cell, its seeds or "
+             "its noise; [docs/analysis.md](../docs/analysis.md#laws-across-cells)); \"D "
+             "alone\" fits D only; the last column fits each cell's measured arg-min instead.",
+             "", "| study | law | coefficient | exponent of N | exponent of D | D alone | "
+             "arg-min: N, D, D alone |", "|---|---|---|---|---|---|---|"]
+    for name, analysis in studies:
+        for key, law in analysis["fixed_budget"]["laws"].items():
+            if not law or law["coefficient"] is None:
+                continue
+            alone = (law.get("alone") or {}).get("tokens")
+            arg = law.get("argmin") or {}
+            arg_text = ", ".join("-" if v is None else f"{v:.3f}" for v in (
+                arg.get("exponents", {}).get("params"), arg.get("exponents", {}).get("tokens"),
+                (arg.get("alone") or {}).get("tokens")))
+            lines.append(f"| {name} | {key} | {num(law['coefficient'])} | "
+                         f"{_exponent(law, 'params')} | {_exponent(law, 'tokens')} | "
+                         + (f"{alone['exponent']:.3f} {interval(alone['exponent_ci'])}"
+                            if alone else "-") + f" | {arg_text} |")
+    return lines + ["", "Batch sizes in each study's unit (steplaw: sequences of 2,048 tokens); "
+                    "D in tokens."]
 
 
 def branch_table() -> list[str]:
@@ -217,7 +258,7 @@ def main() -> int:
             "below; each folder has analysis.json, report.md and figures/ (the raw run files "
             "are not committed: rerun the command to get them).", "", "## Critical batch size "
             "per study and target", ""]
-    text = "\n".join(head + studies_table() + branch_table() + schedules_table()
+    text = "\n".join(head + studies_table() + laws_table() + branch_table() + schedules_table()
                      + steps_to_target_table() + nqm_table() + rules_table()) + "\n\n"
     path.write_text(text + DISCUSSION_MARKER + discussion)
     print(path.read_text())

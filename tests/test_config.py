@@ -12,6 +12,7 @@ import yaml
 
 from scaling.config import (Config, ConfigError, apply_overrides, from_dict, learning_rates, load,
                             parse_target, to_dict, to_json, to_yaml, validate_devices)
+from scaling.train.spec import group_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -613,3 +614,22 @@ def test_search_defaults_and_switches_read_from_yaml(tmp_path):
     assert from_dict(nqm(budget__reading_extension=1)).budget.extension_factor == 1.0
     assert from_dict(to_dict(from_dict(nqm(budget__reading_extension=False)))).budget \
         .reading_extension is False
+
+
+# ---------------------------------------------------------------- the analysis view
+
+
+def test_the_fixed_budget_view_trains_every_run_to_its_budget():
+    cfg = from_dict(nqm(analysis={"view": "fixed_budget", "metric": "eval_loss"}))
+    assert cfg.targets == [] and cfg.train.stop_at_targets is False
+    both = from_dict(nqm(analysis__view="both", targets=["eval_loss<=0.1"]))
+    assert both.train.stop_at_targets is False
+    assert from_dict(nqm(targets=["eval_loss<=0.1"])).train.stop_at_targets is True
+    assert group_spec(cfg, 8, 1)[0].stopping.stop_at_targets is False  # the engine's reading of it
+
+
+def test_the_view_and_its_metric_are_checked():
+    fails(nqm(analysis__view="final"), "analysis.view: got 'final'",
+          "steps, fixed_budget, both")
+    fails(nqm(analysis__view="fixed_budget", analysis__metric="eval_accuracy"),
+          "analysis.metric: got 'eval_accuracy'", "task nqm reports")

@@ -20,6 +20,8 @@ import yaml
 
 from scaling import store
 from scaling.analysis import definitions, optimum
+from scaling.analysis.budget_folder import (budget_section, reading as budget_reading,
+                                            summary_lines as budget_summary)
 from scaling.analysis.lr_rules import lr_rules
 from scaling.analysis.optima import refine_lr
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
@@ -294,12 +296,14 @@ def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, st
 
 
 def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
-            seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None) -> dict:
+            seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
+            view: str | None = None, metric: str | None = None) -> dict:
     """Read the finished runs in `out` and return the analysis.json dict (version 2).
 
-    `reach` and `lr_selection` default to the sweep's (sweep.yaml). The learning-rate rules
-    are judged at every target some batch size reached (each target's `lr_rules`); the
-    top-level `lr_rules` is the first such target's.
+    `reach`, `lr_selection`, `view` and `metric` default to the sweep's (sweep.yaml). The
+    learning-rate rules are judged at every target some batch size reached (each target's
+    `lr_rules`); the top-level `lr_rules` is the first such target's. View fixed_budget or
+    both adds `fixed_budget` (scaling.analysis.budget_folder).
     """
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
@@ -309,9 +313,10 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                           "expected the --out folder of a sweep")
     cfg = _sweep_yaml(out)
     reach, how = _reading(out, reach, lr_selection)
+    view, metric = budget_reading(cfg, view, metric)
     targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
-    if not targets:
-        raise ConfigError(f"targets: {out} names none; expected at least one, e.g. eval_loss<=1.0")
+    need(bool(targets) or view != "steps", "targets", f"none in {out}",
+         "at least one, e.g. eval_loss<=1.0 (or analysis.view: fixed_budget)")
     _check_metrics(records, targets, reach)
     scheduled = [r for r in records if is_scheduled(r)]
     records = [r for r in records if not is_scheduled(r)]
@@ -326,15 +331,19 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
                                "status", "steps_to_target", "steps_censored", "reading",
                                "examples_to_target")} for r in table]
-    return {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
-            "reached": {"rule": reach.rule, "window": reach.window,
-                        "definition": reach.describe()},
-            "lr_selection": how, "primary_target": targets[0], "runs": runs,
-            "targets": results,
-            "lr_rules": next((e["lr_rules"] for e in results if e["lr_rules"]), None),
-            "throughput": _throughput(records),
-            "b_crit_power_law": definitions.power_laws(results),
-            "schedules": schedules}
+    result = {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
+              "reached": {"rule": reach.rule, "window": reach.window,
+                          "definition": reach.describe()},
+              "lr_selection": how, "primary_target": targets[0] if targets else None,
+              "runs": runs, "targets": results,
+              "lr_rules": next((e["lr_rules"] for e in results if e["lr_rules"]), None),
+              "throughput": _throughput(records),
+              "b_crit_power_law": definitions.power_laws(results),
+              "schedules": schedules}
+    if view != "steps":
+        result["fixed_budget"] = budget_section(out, cfg, records, metric, bootstrap, seed,
+                                                result["targets"])
+    return result
 
 
 def summary_table(analysis: dict) -> str:
@@ -355,5 +364,5 @@ def summary_table(analysis: dict) -> str:
                      f"first crossing: B_crit {number(t['first_crossing']['b_crit'], 4)}")
     if analysis["lr_rules"]:
         lines.append(analysis["lr_rules"]["summary"])
-    lines += summary_lines(analysis.get("schedules") or [])
+    lines += summary_lines(analysis.get("schedules") or []) + budget_summary(analysis)
     return "\n".join(lines)

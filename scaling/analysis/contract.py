@@ -221,8 +221,38 @@ class PowerLaw(TypedDict):
     definition: str
 
 
+class Law(TypedDict):
+    """A power law across cells, y = coefficient x params^a x tokens^b."""
+
+    quantity: str
+    formula: str
+    coefficient: float | None
+    coefficient_ci: Interval | None
+    exponents: dict[str, float | None]
+    exponents_ci: dict[str, Interval | None]
+    left_out: dict[str, str]
+    num_cells: int
+    bootstrap: int
+    rms_log_residual: float | None
+    alone: dict[str, Any]
+    argmin: dict[str, Any] | None
+
+
+class FixedBudget(TypedDict):
+    """The fixed-budget view (analysis.view fixed_budget or both): per cell the final metric
+    over batch size x learning rate and its optima, and the laws across cells."""
+
+    metric: str
+    lower_is_better: bool
+    batch_unit: str
+    budget_unit: str
+    cells: list[dict[str, Any]]
+    laws: dict[str, Law | None]
+
+
 class Analysis(TypedDict):
-    """A sweep folder's analysis.json (the schedules' entries: docs/schedules.md)."""
+    """A sweep folder's analysis.json (the schedules' entries: docs/schedules.md); with the
+    fixed-budget view also `fixed_budget` (a FixedBudget)."""
 
     version: int
     sweep: Sweep
@@ -240,11 +270,12 @@ class Analysis(TypedDict):
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
     Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
     LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, Throughput,
-    PowerLaw)}
+    PowerLaw, FixedBudget, Law)}
+OPTIONAL: dict[type, dict[str, type]] = {Analysis: {"fixed_budget": FixedBudget}}
 
 
 def keys(section: type) -> set[str]:
-    """The keys a section holds (a target also one per other definition of B_crit)."""
+    """The keys a section always holds (a target also one per other definition of B_crit)."""
     own = set(section.__annotations__)
     return own | {d.key for d in DEFINITIONS} if section is Target else own
 
@@ -279,12 +310,14 @@ def _check_value(value: Any, hint: Any, path: str) -> None:
 
 def check(value: dict[str, Any], section: type = Analysis, path: str = "analysis") -> None:
     """Raise ValueError at the first key that is missing from, or not named by, the types."""
+    optional = OPTIONAL.get(section, {})
     have, want = set(value), keys(section)
-    if have != want:
-        raise ValueError(f"{path}: keys {sorted(have - want)} are not in the contract, "
-                         f"{sorted(want - have)} are missing (scaling.analysis.contract)")
-    for key, hint in typing.get_type_hints(section).items():
-        _check_value(value[key], hint, f"{path}.{key}")
+    if have - set(optional) != want:
+        raise ValueError(f"{path}: keys {sorted(have - want - set(optional))} are not in the "
+                         f"contract, {sorted(want - have)} are missing (scaling.analysis.contract)")
+    hints = {**typing.get_type_hints(section), **optional}
+    for key in have & set(hints):
+        _check_value(value[key], hints[key], f"{path}.{key}")
 
 
 def write(out: str | Path, analysis: dict[str, Any]) -> Path:

@@ -12,15 +12,20 @@ from scaling import store
 from scaling.analysis import contract
 from scaling.analysis.analyze import analyze, summary_table, sweep_reading
 from scaling.analysis.branching import analyze_branches, is_branch_folder
+from scaling.analysis.cells import analyze_cells
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
-from scaling.report import branch_report, figures, markdown, sheet
+from scaling.report import branch_report, cells_report, figures, markdown, sheet
+from scaling.store.cells import is_cells_folder
 
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     if is_branch_folder(out):
         return analyze_branch_folder(out, args.bootstrap, args.json, args.quiet)
+    if is_cells_folder(out):
+        return analyze_cells_folder(out, args.bootstrap, args.json, args.quiet, args.view,
+                                    args.metric)
     if not (out / "runs").is_dir():
         raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
                          "--out folder of scaling sweep or scaling train")
@@ -29,20 +34,41 @@ def run(args: argparse.Namespace) -> int:
         own = sweep_reading(out)
         reach = Reach(args.rule or own.rule, args.window or own.window)
     return analyze_folder(out, args.targets, args.bootstrap, args.json, args.quiet, reach,
-                    args.lr_selection)
+                          args.lr_selection, args.view, args.metric)
 
 
-def analyze_folder(out: Any, targets: list[str] | None = None, bootstrap: int = 1000,
-                   as_json: bool = False, quiet: bool = False, reach: Any = None,
-                   lr_selection: str | None = None) -> int:
-    """Analyse, draw, report a sweep folder."""
-    result = analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection)
-
+def _sweep_drawing(out: Path, result: dict) -> Callable[[], tuple[list[Path], Path]]:
     def draw() -> tuple[list[Path], Path]:
         drawn = figures.write_all(result, store.load(out), out / "figures")
         return drawn, markdown.write(out, result, drawn)
 
-    return _publish(out, result, draw, summary_table, as_json, quiet)
+    return draw
+
+
+def analyze_folder(out: Any, targets: list[str] | None = None, bootstrap: int = 1000,
+                   as_json: bool = False, quiet: bool = False, reach: Any = None,
+                   lr_selection: str | None = None, view: str | None = None,
+                   metric: str | None = None) -> int:
+    """Analyse, draw, report a sweep folder."""
+    result = analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection,
+                     view=view, metric=metric)
+    return _publish(out, result, _sweep_drawing(out, result), summary_table, as_json, quiet)
+
+
+def analyze_cells_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
+                         view: str | None, metric: str | None) -> int:
+    """Each cell analysed, drawn and reported as a sweep folder is; then the laws across them
+    in the parent's own analysis.json, figures and report.md."""
+    parent, per_cell = analyze_cells(out, bootstrap, view=view, metric=metric)
+    for cell in parent["fixed_budget"]["cells"]:
+        folder = out / cell["folder"]
+        _write(folder, per_cell[cell["name"]], _sweep_drawing(folder, per_cell[cell["name"]]))
+
+    def draw() -> tuple[list[Path], Path]:
+        drawn = cells_report.write_figures(parent, out / "figures")
+        return drawn, cells_report.write(out, parent, drawn)
+
+    return _publish(out, parent, draw, cells_report.summary_table, as_json, quiet)
 
 
 def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool) -> int:
@@ -56,16 +82,21 @@ def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool)
     return _publish(out, result, draw, branch_report.summary_table, as_json, quiet)
 
 
+def _write(out: Path, result: dict, draw: Callable[[], tuple[list[Path], Path]]) -> list[Path]:
+    """analysis.json, then the figures and report.md (`draw`), figures.pdf and index.html."""
+    written = [contract.write(out, result)]
+    drawn, report = draw()
+    pdf = sheet.write_pdf(drawn, out / "figures.pdf")
+    page = sheet.write_html(report, out / "index.html")
+    return written + drawn + [report] + ([pdf] if pdf else []) + [page]
+
+
 def _publish(out: Path, result: dict, draw: Callable[[], tuple[list[Path], Path]],
              summary: Callable[[dict], str], as_json: bool, quiet: bool) -> int:
     """analysis.json, then the figures and report.md (`draw`), figures.pdf and index.html; the
     summary (or the JSON) on stdout, file locations on stderr under --json so stdout stays
     JSON."""
-    written = [contract.write(out, result)]
-    drawn, report = draw()
-    pdf = sheet.write_pdf(drawn, out / "figures.pdf")
-    page = sheet.write_html(report, out / "index.html")
-    written += drawn + [report] + ([pdf] if pdf else []) + [page]
+    written = _write(out, result, draw)
     if as_json:
         print(json.dumps(result, indent=2))
     elif not quiet:

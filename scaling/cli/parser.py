@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from scaling.config.names import LR_SELECTIONS, SCHEDULES
-from scaling.config.names import REACH_RULES
+from scaling.config.names import LR_SELECTIONS, REACH_RULES, SCHEDULES, VIEWS
 from scaling.errors import ConfigError
+from scaling.store.imports import UNITS as IMPORT_UNITS
 from scaling.sweep.grid import parse_shard
 from scaling.sweep.progress import MODES as PROGRESS_MODES
 
@@ -198,7 +198,47 @@ def add_analyze(sub: Any) -> None:
     p.add_argument("--lr-selection", choices=LR_SELECTIONS,
                    help="each batch size's learning rate and steps (default: the sweep's "
                         "analysis.lr_selection)")
+    p.add_argument("--view", choices=VIEWS, help="steps (to targets), fixed_budget (final "
+                   "metric at the budget) or both (default: the sweep's analysis.view)")
+    p.add_argument("--metric", help="the fixed-budget view's metric (default: the sweep's "
+                   "analysis.metric, else eval_loss)")
     p.add_argument("--json", action="store_true", help="print analysis.json instead of the table")
+    p.add_argument("--quiet", action="store_true", help="print only where the files are")
+
+
+def add_import(sub: Any) -> None:
+    p = sub.add_parser(
+        "import", help="runs from any training code (CSV, JSON lines, TensorBoard) as a results "
+                       "folder",
+        description="Read runs written by other training code and write them in this "
+                    "project's results format under --out, for scaling analyze, compare and "
+                    "report: a table with one row per run (final values), curves with "
+                    "several rows per run (a step column), or TensorBoard event folders (one "
+                    "run per folder). Runs spanning several (params, tokens) cells make a "
+                    "parent folder with one results folder per cell (docs/import.md).")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="CSV or JSON-lines files, or TensorBoard folders")
+    p.add_argument("--out", required=True, help="results folder to write")
+    p.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
+                   help="read FIELD from column NAME (may hold spaces; quote it); FIELD is "
+                        "batch_size, learning_rate, seed, step, examples, tokens, params, run, "
+                        "status, unit, or a metric name such as eval_loss (repeatable)")
+    p.add_argument("--unit", choices=IMPORT_UNITS,
+                   help="what a batch size counts (default: examples)")
+    p.add_argument("--tokens-per-example", type=_positive(float),
+                   help="tokens in one example or sequence (to count tokens from examples)")
+    p.add_argument("--metric", default="eval_loss",
+                   help="the metric the fixed-budget view reads (default eval_loss)")
+    p.add_argument("--targets", nargs="+", action="extend", metavar="T",
+                   help="targets for the steps view, e.g. eval_loss<=3.5 (curves only)")
+    p.add_argument("--name", help="the study's name (default: the --out folder's)")
+    t = p.add_argument_group("TensorBoard folders")
+    t.add_argument("--batch-size", type=_positive(int), help="every run's batch size")
+    t.add_argument("--learning-rate", type=_positive(float), help="every run's learning rate")
+    t.add_argument("--seed", type=int, help="every run's seed (default 0)")
+    t.add_argument("--runs-table", metavar="FILE", help="CSV or JSON lines naming each run "
+                   "folder (column run) with its batch_size, learning_rate, seed, params")
+    p.add_argument("--force", action="store_true", help="replace an earlier import in --out")
     p.add_argument("--quiet", action="store_true", help="print only where the files are")
 
 
@@ -299,7 +339,7 @@ def add_branch(sub: Any) -> None:
 
 
 SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text, add_bench,
-               add_compare, add_branch)
+               add_compare, add_branch, add_import)
 
 
 def build_parser() -> argparse.ArgumentParser:

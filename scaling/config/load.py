@@ -146,6 +146,8 @@ def from_dict(data: dict) -> Config:
     model = _build_model(data.pop("model", None))
     cfg = build(Config, data, "")
     cfg.task, cfg.model = task, model
+    if cfg.analysis.view != "steps":  # the fixed-budget view reads every run at its budget
+        cfg.train.stop_at_targets = False
     validate(cfg)
     return cfg
 

@@ -36,6 +36,7 @@ LR_RULES = ("linear", "sqrt", "constant", "noise_scale", "surge")
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target
+VIEWS = ("steps", "fixed_budget", "both")  # analysis.view
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")

@@ -238,9 +238,16 @@ class ReachedConfig:
 @dataclass
 class AnalysisConfig:
     """How the analysis picks each batch size's learning rate: min (the fewest mean steps over
-    seeds) or crossfit (chosen on the other seeds, measured on each held-out seed)."""
+    seeds) or crossfit (chosen on the other seeds, measured on each held-out seed).
+
+    view: steps (steps to each target), fixed_budget (the final `metric` at the budget per
+    batch size and learning rate, its optima; targets may be empty) or both. fixed_budget and
+    both train every run to the end of its budget (train.stop_at_targets is set false).
+    """
 
     lr_selection: str = "min"
+    view: str = "steps"
+    metric: str = "eval_loss"
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from scaling.formatting import number
+from scaling.report import budget_figures
 from scaling.report.noise_figure import loss_key, noise_scale_vs_loss, noise_series
 from scaling.report.style import OKABE_ITO, RULE_COLOURS, batch_axis, colour, geom, pyplot, save
 from scaling.report.tables import cell_text, cells
@@ -366,9 +367,10 @@ FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {
 
 
 def write_all(analysis: dict, records: list[dict], folder: Path) -> list[Path]:
-    """Every figure whose data exist, written under `folder`; returns the paths written."""
+    """Every figure whose data exist (the fixed-budget view's too), written under `folder`;
+    returns the paths written."""
     written = []
-    for name, draw in FIGURES.items():
+    for name, draw in {**FIGURES, **budget_figures.FIGURES}.items():
         path = draw(analysis, records, Path(folder) / name)
         if path is not None:
             written.append(path)

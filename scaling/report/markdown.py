@@ -17,6 +17,7 @@ from scaling.config import Config, ConfigError, learning_rates, load
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.formatting import interval, markdown_table, number
+from scaling.report import budget_report
 from scaling.report.lr_rules import lr_conclusion, lr_rules_section
 from scaling.report.tables import best_lr_section
 from scaling.store import atomic_write, read_arithmetic
@@ -35,6 +36,7 @@ CAPTIONS = {
     "bcrit_vs_target": "Critical batch size (95% bootstrap interval) and B_simple per target.",
     "heatmap": "Steps to target over batch size and learning rate (mean over seeds): the "
                "primary target, or the LR-rules target when no run reached the primary one.",
+    "landscape": budget_report.LANDSCAPE_CAPTION,
 }
 
 
@@ -110,6 +112,10 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
     sw = analysis.get("sweep") or {}
     statuses = ", ".join(f"{n} {k}" for k, n in (sw.get("statuses") or {}).items())
     lines = ["## Sweep", ""]
+    imported = budget_report.import_lines(out)
+    if imported:
+        return lines + imported + [f"- runs analysed: {number(sw.get('num_runs'))} ({statuses})",
+                                   ""]
     try:
         cfg = load(out / "sweep.yaml")
     except ConfigError as err:
@@ -179,9 +185,6 @@ def _fits(analysis: dict) -> list[str]:
     notes = [f"Regimes: {d}" for d in sorted(d for d in definitions if d)]
     return ["## Trade-off fits: S(B) = S_min + E_min / B", ""] + markdown_table(header, rows) + [""] \
         + notes + ([""] if notes else [])
-
-
-    return lines
 
 
 def _definitions(analysis: dict) -> list[str]:
@@ -333,7 +336,7 @@ def _target_conclusion(t: dict) -> list[str]:
 def conclusion(analysis: dict) -> list[str]:
     """Plain-language sentences built from the numbers (one bullet each)."""
     sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
-    sentences += lr_conclusion(analysis)
+    sentences += lr_conclusion(analysis) + budget_report.conclusion(analysis)
     return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
 
 
@@ -342,9 +345,9 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", ""]
-    lines += conclusion(analysis) + _sweep(out, analysis) + _reading(analysis) + _fits(analysis)
-    lines += best_lr_section(analysis)
-    lines += _definitions(analysis) + _schedules(analysis) + lr_rules_section(analysis)
+    lines += conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
+    steps = [_reading, _fits, best_lr_section, _definitions, _schedules, lr_rules_section]
+    lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]
     lines += _throughput(analysis)
     lines += _figures(out, figures)
     path = out / "report.md"

@@ -1,6 +1,8 @@
 """The results on disk, owned in one place: atomic files (`files`), the run folders and their
 records (`runs`), and reading a run's metric rows (`rows`). The names below are the public
-surface (`store.load(out)` gives every run's config, summary and metrics).
+surface (`store.load(out)` gives every run's config, summary and metrics). A multi-cell
+folder's manifest is `cells`; `scaling import` reads other code's records through `sources`,
+`imports` and `import_runs` and writes them with `import_write`.
 """
 
 from scaling.store.files import atomic_write, dumps, write_json

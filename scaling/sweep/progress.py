@@ -133,8 +133,8 @@ def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | 
                 if key(r) == size and summaries.get(r.run_id) is not None]
         total = sum(key(r) == size for r in planned)
         diverged = sum(s["status"] == "diverged" for s in done)
-        missed = sum(s["status"] != "diverged" and (target is None or s["steps_to_target"].get(target) is None)
-                     for s in done)
+        missed = sum(s["status"] != "diverged" and target is not None  # none without targets
+                     and s["steps_to_target"].get(target) is None for s in done)
         best = best_lr(done, target) if target is not None else None
         lr, steps, examples = None, None, None
         if best is not None:

@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from jax.sharding import Mesh

@@ -1,0 +1,53 @@
+"""A multi-cell folder (cells.json, one results folder per cell: scaling.store.cells): each
+cell analysed as any results folder is, then the laws fitted across the cells
+(scaling.analysis.laws). The parent's analysis.json holds the cells' fixed-budget entries
+(their grids left out: each cell's own analysis.json has it) and the laws.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from scaling import store
+from scaling.analysis.analyze import _sweep_yaml, analyze
+from scaling.analysis.budget_folder import measure, reading, section
+from scaling.store.cells import read_cells
+
+log = logging.getLogger("scaling.analysis")
+PARENT_KEYS = ("grid",)  # left out of a parent's cell entries
+
+
+def analyze_cells(out: str | Path, bootstrap: int = 1000, seed: int = 0,
+                  view: str | None = None, metric: str | None = None
+                  ) -> tuple[dict, dict[str, dict]]:
+    """(the parent's analysis.json, each cell's analysis.json by cell name)."""
+    out = Path(out)
+    manifest = read_cells(out)
+    per_cell, entries, draws = {}, [], []
+    for cell in manifest["cells"]:
+        folder = out / cell["folder"]
+        cfg = _sweep_yaml(folder)
+        cell_view, cell_metric = reading(cfg, view, metric)
+        result = analyze(folder, bootstrap=bootstrap, seed=seed,
+                         view="both" if cell_view == "steps" else cell_view, metric=cell_metric)
+        per_cell[cell["name"]] = result
+        entry, cell_draws = measure(cfg, store.load(folder), cell_metric, bootstrap, seed,
+                                    result["targets"])
+        entries.append({"name": cell["name"], "folder": cell["folder"],
+                        "compute": cell.get("compute"),
+                        **{k: v for k, v in entry.items() if k not in PARENT_KEYS}})
+        draws.append(cell_draws)
+        log.info("cell %s: %d runs", cell["name"], entry["num_runs"])
+    first = per_cell[manifest["cells"][0]["name"]]
+    parent = {"version": 2, "kind": "cells",
+              "sweep": {"name": _sweep_yaml(out).get("name", out.name),
+                        "cells": len(entries), "num_runs": sum(e["num_runs"] for e in entries),
+                        "unit": first["sweep"]["unit"]},
+              "manifest": {"source": manifest.get("source"),
+                           "batch_unit": manifest.get("batch_unit"),
+                           "tokens_per_example": manifest.get("tokens_per_example"),
+                           "compute_source": manifest["cells"][0].get("compute_source")},
+              "fixed_budget": section(entries, draws, manifest.get("batch_unit") or "examples",
+                                      bootstrap, seed)}
+    return parent, per_cell

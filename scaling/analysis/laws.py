@@ -1,0 +1,173 @@
+"""Power laws across cells: the fixed-budget optima (eta*, B_opt and the metric there) and,
+where targets were given, B_crit, each as y = coefficient x params^a x tokens^b.
+
+- Fitted by least squares on log y against log params and log tokens (the budget D; examples
+  where the cells have no token count).
+- A variable that spans less than MIN_RANGE across the cells, or is not known for every cell,
+  is left out (its exponent null) and the reason given: over a narrow range its exponent is
+  not identifiable and a fit would return noise.
+- Intervals (2.5 and 97.5 percentiles): each draw resamples the cells with replacement and
+  takes, for each cell drawn, that cell's own bootstrap draw of its optimum (seeds resampled,
+  or noise added, within the cell: scaling.analysis.fixed_budget). Draws whose cells leave a
+  variable with a single value are dropped (counted in `bootstrap`). B_crit has no
+  within-cell draws to hand: each cell's is drawn log-normal with the spread of its 95%
+  interval.
+- Beside each law: the law in each variable alone (`alone`; Step Law and Power Lines fit the
+  batch size against D only) and the same fits of the measured arg-min of each cell
+  (`argmin`), which show what reading the optimum between grid points changes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scaling.analysis.fixed_budget import interval95
+from scaling.store.rows import positive
+
+MIN_RANGE = 2.0
+VARIABLES = ("params", "tokens")
+# Each law's quantity: its key in a cell's optimum and its row in the cell's draws.
+QUANTITIES = {"learning_rate": ("learning_rate", 1), "batch_size": ("batch_size", 0),
+              "loss": ("value", 2)}
+
+
+def _value(cell: dict, name: str) -> float | None:
+    """A cell's N, or its D: tokens, else examples where the cell counts no tokens."""
+    if name == "tokens" and not positive(cell.get("tokens")):
+        return cell.get("examples")
+    return cell.get(name)
+
+
+def variables(cells: list[dict]) -> tuple[list[str], dict[str, str]]:
+    """The variables to fit (in VARIABLES order) and why each other one is left out."""
+    kept, left_out = [], {}
+    for name in VARIABLES:
+        values = [_value(c, name) for c in cells]
+        if len(cells) < 2:
+            left_out[name] = "fewer than two cells: no law"
+        elif not all(positive(v) for v in values):
+            left_out[name] = "not known for every cell"
+        elif max(values) / min(values) < MIN_RANGE:
+            left_out[name] = (f"spans {max(values) / min(values):.3g}x across the cells (less than "
+                              f"{MIN_RANGE:g}x): too narrow to fit")
+        else:
+            kept.append(name)
+    return kept, left_out
+
+
+def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """Least-squares coefficients, None when the design is rank-deficient."""
+    if len(y) < x.shape[1] or np.linalg.matrix_rank(x) < x.shape[1]:
+        return None
+    return np.linalg.lstsq(x, y, rcond=None)[0]
+
+
+def _design(cells: list[dict], kept: list[str]) -> np.ndarray:
+    return np.column_stack([np.ones(len(cells))] + [np.log([_value(c, k) for c in cells])
+                                                    for k in kept])
+
+
+def _empty(quantity: str, left_out: dict[str, str], num_cells: int) -> dict:
+    return {"quantity": quantity, "formula": f"{quantity} = coefficient x params^a x tokens^b",
+            "coefficient": None, "coefficient_ci": None,
+            "exponents": {k: None for k in VARIABLES}, "exponents_ci": {k: None for k in VARIABLES},
+            "left_out": left_out, "num_cells": num_cells, "bootstrap": 0,
+            "rms_log_residual": None, "alone": {k: None for k in VARIABLES},
+            "argmin": None}
+
+
+def _with_draws(x: np.ndarray, values: np.ndarray, draws: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray | None, np.ndarray]:
+    """The fit and its bootstrap refits (draws x coefficients): cells resampled, each drawn
+    cell at its own draw."""
+    coef = _solve(x, np.log(values))
+    samples = []
+    for k in range(draws.shape[1] if coef is not None else 0):
+        pick = rng.integers(0, len(values), len(values))
+        drawn = np.log(draws[pick, k])
+        fitted = _solve(x[pick], drawn) if np.all(np.isfinite(drawn)) else None
+        if fitted is not None:
+            samples.append(fitted)
+    return coef, np.array(samples).reshape(len(samples), x.shape[1])
+
+
+def _alone(cells: list[dict], name: str, values: np.ndarray, draws: np.ndarray,
+           rng: np.random.Generator) -> dict:
+    """The law in one variable alone, as papers that fit B against D only do."""
+    coef, boot = _with_draws(_design(cells, [name]), values, draws, rng)
+    return {"coefficient": math.exp(coef[0]), "exponent": float(coef[1]),
+            "exponent_ci": interval95(boot[:, 1]) if len(boot) else None}
+
+
+def _argmin(cells: list[dict], kept: list[str], best: np.ndarray) -> dict:
+    """The same fits on the measured arg-min of each cell (no interval), for comparison."""
+    coef = _solve(_design(cells, kept), np.log(best))
+    alone = {k: float(_solve(_design(cells, [k]), np.log(best))[1]) for k in kept}
+    return {"coefficient": math.exp(coef[0]),
+            "exponents": {k: float(coef[1 + kept.index(k)]) if k in kept else None
+                          for k in VARIABLES},
+            "alone": {k: alone.get(k) for k in VARIABLES}}
+
+
+def fit_law(quantity: str, cells: list[dict], values: np.ndarray, draws: np.ndarray,
+            rng: np.random.Generator, best: np.ndarray | None = None) -> dict:
+    """The law of `values` (one per cell) with `draws` (cells x draws) for its interval; the
+    law in each variable alone; with `best` (the measured arg-min), the same fits of it."""
+    kept, left_out = variables(cells)
+    out = _empty(quantity, left_out, len(cells))
+    x = _design(cells, kept)
+    coef, boot = _with_draws(x, values, draws, rng) if kept else (None, None)
+    if coef is None:
+        out["left_out"] = left_out or {k: "too few cells for the fit" for k in VARIABLES}
+        return out
+    residual = np.log(values) - x @ coef
+    out.update(coefficient=math.exp(coef[0]),
+               coefficient_ci=interval95(np.exp(boot[:, 0])) if len(boot) else None,
+               bootstrap=len(boot), rms_log_residual=float(np.sqrt(np.mean(residual ** 2))))
+    for i, name in enumerate(kept, start=1):
+        out["exponents"][name] = float(coef[i])
+        out["exponents_ci"][name] = interval95(boot[:, i]) if len(boot) else None
+        out["alone"][name] = _alone(cells, name, values, draws, rng)
+    if best is not None:
+        out["argmin"] = _argmin(cells, kept, best)
+    return out
+
+
+def _lognormal(value: float, ci: list[float] | None, num: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """Draws of a positive value whose 95% interval is `ci` (the value itself without one)."""
+    if not ci or not positive(ci[0]) or not positive(ci[1]):
+        return np.full(num, value)
+    sigma = math.log(ci[1] / ci[0]) / (2 * 1.96)
+    return value * np.exp(sigma * rng.standard_normal(num))
+
+
+def _b_crit_law(cells: list[dict], num: int, rng: np.random.Generator) -> dict | None:
+    timed = [c for c in cells if positive((c.get("b_crit") or {}).get("value"))]
+    if len(timed) < 2:
+        return None
+    values = np.array([c["b_crit"]["value"] for c in timed])
+    draws = np.array([_lognormal(c["b_crit"]["value"], c["b_crit"].get("ci"), num, rng)
+                      for c in timed])
+    return fit_law("b_crit", timed, values, draws, rng)
+
+
+def fit_laws(cells: list[dict], draws: list[np.ndarray | None], num: int,
+             rng: np.random.Generator) -> dict:
+    """fixed_budget.laws: learning_rate, batch_size, loss and b_crit (null without targets),
+    from each cell's optimum and its draws (3 x draws: B_opt, eta*, the metric; None where
+    the cell has no interval: its optimum enters every draw as it is)."""
+    have = [(c, d) for c, d in zip(cells, draws) if all(
+        positive((c.get("optimum") or {}).get(key)) for key, _ in QUANTITIES.values())]
+    kept = [c for c, _ in have]
+    out = {}
+    for quantity, (key, row) in QUANTITIES.items():
+        values = np.array([c["optimum"][key] for c in kept], float)
+        best = np.array([c["best"][key] for c in kept], float)
+        samples = [np.full(num, v) if d is None else d[row] for v, (_, d) in zip(values, have)]
+        out[quantity] = fit_law(quantity, kept, values,
+                                np.array(samples).reshape(len(kept), num), rng, best)
+    out["b_crit"] = _b_crit_law(cells, num, rng)
+    return out

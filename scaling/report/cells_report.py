@@ -1,0 +1,120 @@
+"""A multi-cell folder's report.md, figures and terminal summary: the laws across the cells and
+each cell's optimum, read from the parent's analysis.json (scaling.analysis.cells). Each cell
+has its own report beside its runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from scaling.formatting import interval, markdown_table, number, text_table
+from scaling.report import budget_figures, budget_report
+from scaling.report.budget_report import sci, with_ci
+from scaling.store import atomic_write
+
+LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
+             "batch_size": "optimal batch size B_opt", "loss": "final metric at the optimum", "b_crit": "critical batch size B_crit"}
+CAPTION = ("Each cell's optimum (95% interval) against its budget D, one colour per model size "
+           "N, the measured arg-min (squares) and the fitted law (lines).")
+
+
+def _exponent(law: dict, name: str) -> str:
+    value = law["exponents"].get(name)
+    if value is None:
+        return "left out: " + (law.get("left_out") or {}).get(name, "not fitted")
+    return f"{value:.3f} {interval(law['exponents_ci'].get(name))}"
+
+
+def _alone(law: dict, name: str) -> str:
+    fit = (law.get("alone") or {}).get(name)
+    return "-" if not fit else f"{fit['exponent']:.3f} {interval(fit.get('exponent_ci'))}"
+
+
+def _argmin(law: dict) -> str:
+    fit = law.get("argmin")
+    if not fit:
+        return "-"
+    parts = [f"{k} {v:.3f}" for k, v in fit["exponents"].items() if v is not None]
+    alone = fit.get("alone") or {}
+    return ", ".join(parts) + (f"; D alone {alone['tokens']:.3f}" if alone.get("tokens")
+                               is not None else "")
+
+
+def laws_table(analysis: dict) -> list[str]:
+    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    rows = [[LAW_NAMES.get(name, name), with_ci(law["coefficient"], law.get("coefficient_ci")),
+             _exponent(law, "params"), _exponent(law, "tokens"), _alone(law, "tokens"),
+             _argmin(law), number(law.get("rms_log_residual")), number(law.get("num_cells"))]
+            for name, law in laws.items() if law]
+    return markdown_table(["law", "coefficient [95% CI]", "exponent of N [95% CI]",
+                           "exponent of D [95% CI]", "D alone [95% CI]",
+                           "measured arg-min: exponents", "rms log residual", "cells"], rows)
+
+
+def _cells_table(analysis: dict) -> list[str]:
+    rows = []
+    for c in analysis["fixed_budget"]["cells"]:
+        opt, best, b_crit = c.get("optimum") or {}, c.get("best") or {}, c.get("b_crit") or {}
+        link = f"[{c['name']}]({c['folder']}/report.md)"
+        rows.append([link, sci(c.get("params")), sci(c.get("tokens") or c.get("examples")),
+                     sci(c.get("compute")), number(c.get("num_runs")),
+                     (c.get("interval") or {}).get("method") or "-",
+                     f"{best.get('batch_size')}, {number(best.get('learning_rate'))}",
+                     with_ci(opt.get("batch_size"), opt.get("batch_size_ci")),
+                     with_ci(opt.get("learning_rate"), opt.get("learning_rate_ci")),
+                     with_ci(opt.get("value"), opt.get("value_ci")), opt.get("at_edge") or "-",
+                     with_ci(b_crit.get("value"), b_crit.get("ci"))])
+    return markdown_table(["cell", "N", "D", "C (FLOPs)", "runs", "interval", "arg-min B, LR",
+                           "B_opt [95% CI]", "eta* [95% CI]", "metric there [95% CI]",
+                           "B_opt at edge", "B_crit [95% CI]"], rows)
+
+
+def _method(analysis: dict) -> list[str]:
+    fb, manifest = analysis["fixed_budget"], analysis.get("manifest") or {}
+    per = manifest.get("tokens_per_example")
+    return [f"Metric: final {fb['metric']} ({'lower' if fb['lower_is_better'] else 'higher'} is "
+            f"better). Batch sizes in {fb['batch_unit']}" +
+            (f" ({number(per)} tokens each)" if per else "") + f"; D in {fb['budget_unit']}; "
+            f"compute C: {manifest.get('compute_source')}.",
+            "",
+            "Each law is y = coefficient x N^a x D^b, least squares on log y over the cells; a "
+            "variable spanning less than 2x across the cells is left out. Intervals: 2.5 and "
+            "97.5 percentiles over bootstrap draws that resample the cells and, within each "
+            "cell, its seeds (or, with one seed per point, add noise of the spread its "
+            "landscape shows). \"D alone\" fits the law in D only (as Step Law and Power Lines "
+            "fit the batch size); the last columns fit the measured arg-min of each cell "
+            "instead of the optimum read between grid points.", ""]
+
+
+def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
+    """Write <out>/report.md (atomically) and return its path."""
+    out = Path(out)
+    lines = [f"# Scaling laws: {analysis['sweep']['name']}", "",
+             f"{analysis['sweep']['cells']} cells, {number(analysis['sweep']['num_runs'])} runs.",
+             "", "## Laws across the cells", ""] + _method(analysis) + laws_table(analysis) + \
+        ["", "## Cells", ""] + _cells_table(analysis) + [""]
+    imported = budget_report.import_lines(out)
+    if imported:
+        lines += ["## Source", ""] + imported + [""]
+    lines += ["## Figures", ""] if figures else []
+    for path in figures:
+        rel = Path(os.path.relpath(path, out)).as_posix()
+        lines += [f"![{Path(path).stem}]({rel})", "", CAPTION, ""]
+    target = out / "report.md"
+    atomic_write(target, "\n".join(lines).rstrip() + "\n")
+    return target
+
+
+def write_figures(analysis: dict, folder: Path) -> list[Path]:
+    path = budget_figures.optima_vs_budget(analysis, Path(folder) / "optima_vs_budget.png")
+    return [path] if path else []
+
+
+def summary_table(analysis: dict) -> str:
+    """The laws for the terminal, one line each."""
+    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    rows = [[name, number(law["coefficient"]), _exponent(law, "params"),
+             _exponent(law, "tokens"), _alone(law, "tokens")]
+            for name, law in laws.items() if law]
+    return f"{analysis['sweep']['cells']} cells\n" + text_table(
+        ["law", "coefficient", "exponent of N", "exponent of D", "D alone"], rows)

@@ -1,0 +1,113 @@
+"""Power laws across cells: synthetic cells whose optima follow known laws (exactly, and with
+noise, through the whole per-cell reading) give back the exponents within their intervals; a
+variable spanning less than 2x is left out and said so; B_crit gets its law where cells
+have one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scaling.analysis.budget_cell import analyze_cell
+from scaling.analysis.laws import fit_law, fit_laws, variables
+
+TRUE = {"learning_rate": (3.0, -0.7, 0.3), "batch_size": (0.5, 0.0, 0.55),
+        "loss": (40.0, -0.1, -0.05)}
+
+
+def law(name: str, n: float, d: float) -> float:
+    c, a, b = TRUE[name]
+    return c * n ** a * d ** b
+
+
+def cell_records(n: float, d: float, rng: np.random.Generator, seeds: int = 3,
+                 noise: float = 0.003) -> list[dict]:
+    """A grid around the cell's true optimum; log L quadratic in log lr and log B, times a
+    per-run noise factor."""
+    eta, b_star, best = law("learning_rate", n, d), law("batch_size", n, d), law("loss", n, d)
+    sizes = 2.0 ** np.arange(round(math.log2(b_star)) - 3, round(math.log2(b_star)) + 4)
+    lrs = eta * 2.0 ** (np.arange(-6, 7) / 2 + rng.uniform(-0.25, 0.25))
+    return [{"run_id": "r", "config": {"batch_size": int(b), "learning_rate": float(lr),
+                                       "seed": s, "optimizer": {}},
+             "summary": {"status": "completed"},
+             "metrics": [{"eval_loss": best * math.exp(0.05 * math.log(lr / eta) ** 2 + 0.03 *
+                                                       math.log(b / b_star) ** 2
+                                                       + rng.normal(0, noise))}]}
+            for b in sizes for lr in lrs for s in range(seeds)]
+
+
+def synthetic_cells(params, tokens, seed=0, **kw) -> tuple[list[dict], list]:
+    rng = np.random.default_rng(seed)
+    cells, draws = [], []
+    for n in params:
+        for d in tokens:
+            entry, cell_draws = analyze_cell(cell_records(n, d, rng, **kw), "eval_loss", 300, rng)
+            cells.append({"params": n, "tokens": d, **entry})
+            draws.append(cell_draws)
+    return cells, draws
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    cells, draws = synthetic_cells([1e7, 4e7, 1.6e8], [1e9, 4e9, 1.6e10])
+    return fit_laws(cells, draws, 300, np.random.default_rng(5))
+
+
+@pytest.mark.parametrize("name", ["learning_rate", "batch_size", "loss"])
+def test_noisy_cells_give_back_the_exponents_within_their_intervals(noisy, name):
+    fitted = noisy[name]
+    for i, variable in enumerate(("params", "tokens"), start=1):
+        lo, hi = fitted["exponents_ci"][variable]
+        assert lo <= TRUE[name][i] <= hi, f"{name} {variable}: {TRUE[name][i]} not in [{lo}, {hi}]"
+        assert hi - lo < 0.4, "an interval so wide it could not fail"
+    assert fitted["bootstrap"] == 300 and fitted["left_out"] == {}
+    assert noisy["b_crit"] is None  # no targets, no B_crit law
+
+
+def test_exact_optima_give_the_exponents_exactly():
+    params, tokens = [1e7, 1e8, 1e9], [1e9, 1e10]
+    cells = [{"params": n, "tokens": d} for n in params for d in tokens]
+    values = np.array([law("learning_rate", n, d) for n in params for d in tokens])
+    fitted = fit_law("learning_rate", cells, values, np.repeat(values[:, None], 20, axis=1),
+                     np.random.default_rng(0), best=values * 1.1)
+    assert fitted["coefficient"] == pytest.approx(3.0)
+    assert fitted["exponents"] == pytest.approx({"params": -0.7, "tokens": 0.3})
+    assert fitted["rms_log_residual"] == pytest.approx(0.0, abs=1e-12)
+    assert fitted["argmin"]["exponents"] == pytest.approx({"params": -0.7, "tokens": 0.3})
+    assert fitted["argmin"]["coefficient"] == pytest.approx(3.3)
+    assert fitted["alone"]["tokens"]["exponent"] == pytest.approx(0.3)  # balanced design
+
+
+def test_a_model_size_spanning_less_than_2x_is_left_out():
+    cells, draws = synthetic_cells([1e8, 1.5e8], [1e9, 4e9, 1.6e10], seeds=2)
+    assert variables(cells) == (["tokens"], {"params": "spans 1.5x across the cells (less than "
+                                                       "2x): too narrow to fit"})
+    laws = fit_laws(cells, draws, 300, np.random.default_rng(1))
+    for name in ("learning_rate", "batch_size", "loss"):
+        assert laws[name]["exponents"]["params"] is None
+        assert laws[name]["exponents_ci"]["params"] is None
+        assert "less than 2x" in laws[name]["left_out"]["params"]
+    lo, hi = laws["batch_size"]["exponents_ci"]["tokens"]
+    assert lo <= 0.55 <= hi
+
+
+def test_one_cell_fits_no_law_and_unknown_sizes_are_said_so():
+    assert variables([{"params": 1e8, "tokens": 1e9}])[1] == {
+        "params": "fewer than two cells: no law", "tokens": "fewer than two cells: no law"}
+    kept, left_out = variables([{"params": None, "tokens": 1e9}, {"params": None, "tokens": 1e10}])
+    assert kept == ["tokens"] and left_out == {"params": "not known for every cell"}
+    assert variables([{"tokens": None, "examples": 100}, {"tokens": None, "examples": 400}])[0] \
+        == ["tokens"]  # D in examples where the cells count no tokens
+
+
+def test_b_crit_gets_a_law_where_the_cells_have_it():
+    cells = [{"params": n, "tokens": d, "optimum": None,
+              "b_crit": {"value": 5.0 * d ** 0.5, "ci": [4.0 * d ** 0.5, 6.0 * d ** 0.5]}}
+             for n in (1e7, 1e8) for d in (1e8, 1e9, 1e10)]
+    laws = fit_laws(cells, [None] * len(cells), 200, np.random.default_rng(0))
+    assert laws["b_crit"]["exponents"] == pytest.approx({"params": 0.0, "tokens": 0.5}, abs=1e-9)
+    lo, hi = laws["b_crit"]["exponents_ci"]["tokens"]
+    assert lo < 0.5 < hi and hi - lo < 0.2
+    assert laws["learning_rate"]["coefficient"] is None  # no cell has an optimum
