@@ -20,7 +20,8 @@ from scaling import store
 from scaling.cli.main import main
 from scaling.cli import train as train_cli
 from scaling.cli.parser import build_parser
-from scaling.sweep import launch, watch
+from scaling.config import load
+from scaling.sweep import grid, launch, runner, watch
 
 try:  # imported here, not under capsys: submitit's logging keeps the sys.stdout of its import
     import submitit
@@ -186,6 +187,19 @@ def test_a_job_array_on_the_local_executor_equals_the_local_sweep(reference, tmp
     assert len(local) == 4 and {s["status"] for s in local.values()} == {"completed"}
     assert_same(local, on_disk(out))
     _assert_same_metrics(local_out, out)
+
+
+def test_a_rerun_submits_only_the_shards_with_work_left(reference, tmp_path):
+    config, local_out = reference
+    out = tmp_path / "o"
+    shutil.copytree(local_out, out)
+    cfg = load(config, [])
+    prepared = runner.prepare(cfg, out)
+    assert launch.shards_with_work(prepared, 2) == []
+    holder = grid.partition(prepared.units, 2)[1][0].runs[0].run_id
+    (out / "runs" / holder / "summary.json").unlink()
+    assert launch.shards_with_work(prepared, 2) == [1]
+    assert launch.shards_with_work(runner.prepare(cfg, tmp_path / "new"), 2) == [0, 1]
 
 
 @needs_submitit
