@@ -25,6 +25,7 @@ RUNNERS = {
     "bench": "scaling.cli.bench:run",
     "compare": "scaling.cli.compare:run",
     "branch": "scaling.cli.branch:run",
+    "repair": "scaling.cli.repair:run",
 }
 
 
