@@ -4,7 +4,7 @@ surface (`store.load(out)` gives every run's config, summary and metrics).
 """
 
 from scaling.store.files import atomic_write, dumps, write_json
-from scaling.store.rows import Row, examples_at, finite, value_at
+from scaling.store.rows import Row, examples_at, finite, undefined_noise_points, value_at
 from scaling.store.runs import (EXTENSIONS, add_extension, append_metrics, checkpoint_dir,
                                 finish_run, frame, is_done, load, mean_throughput, read_extensions,
                                 read_metrics, read_summary, resume_run, rows_until, run_dir, start_run,
@@ -15,5 +15,5 @@ __all__ = [
     "dumps", "examples_at", "finish_run", "finite", "frame", "is_done", "load", "mean_throughput",
     "read_extensions",
     "read_metrics", "read_summary", "resume_run", "rows_until", "run_dir", "start_run",
-    "training_seconds", "value_at", "write_json",
+    "training_seconds", "undefined_noise_points", "value_at", "write_json",
 ]

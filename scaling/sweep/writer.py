@@ -114,7 +114,8 @@ class Writer:
                                        for t, s in to_steps.items()},
                 "final": last, "b_simple": last.get("b_simple"), "wall_s": round(self.wall_s, 3),
                 "compile_s": round(compile_s, 3), "group_size": len(self.runs),
-                "throughput": speed, **more}
+                "throughput": speed, "noise_scale_undefined": store.undefined_noise_points(rows),
+                **more}
             summaries.append(summary)
             if is_leader():
                 store.finish_run(self.out, r.run_id, summary)
