@@ -263,9 +263,8 @@ needs_cluster = pytest.mark.skipif(
     submitit is None or not PARTITION or shutil.which("sbatch") is None,
     reason="no SLURM cluster: SCALING_TEST_SLURM unset or sbatch missing (.ci/run starts one "
            "with .ci/slurm.sh where it can, and says so when it cannot)")
-# Long enough that a task can be cancelled while it trains (a cancel lands after KillWait + 2 s;
-# submitit ignores SIGTERM): batch 16 trains 3,000 steps, ~15 s on 2 cores,
-# appending rows every 50 steps.
+# Long enough that a task is caught while it trains: batch 16 trains 3,000 steps (4 to 15 s on
+# 2 cores), appending rows every 50 steps.
 DIGITS = {"task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [64]},
           "optimizer": {"name": "momentum", "momentum": 0.9}, "batch": {"sizes": [16, 64]},
           "learning_rate": {"values": [0.03, 0.1]}, "budget": {"max_examples": 48000},
@@ -358,6 +357,9 @@ def test_a_task_cancelled_mid_way_is_reported_and_the_rerun_gives_identical_resu
     with subprocess.Popen(_command(config, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, env=env) as waiting:
         job = _until(lambda: _training_task(out))
+        # Suspended first, so that it stops right here: submitit ignores the SIGTERM of a
+        # cancel and SLURM kills only after KillWait, which a fast machine might outrun.
+        subprocess.run(["scontrol", "suspend", job], check=True)
         subprocess.run(["scancel", job], check=True)
         stdout, stderr = waiting.communicate(timeout=120 + watch.RESULT_GRACE_S)
     assert waiting.returncode == 1, stderr
