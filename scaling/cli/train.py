@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from scaling import store
 from scaling.cli.analyze import analyze_folder
 from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
-from scaling import store
 from scaling.sweep import launch, runner, watch
 from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
