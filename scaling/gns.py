@@ -23,6 +23,16 @@ def unbiased_estimates(sq_small: jax.Array, sq_big: jax.Array, b_small: float, b
     return g2, trace_sigma
 
 
+def ratio(numerator: jax.Array, denominator: jax.Array) -> jax.Array:
+    """numerator / denominator where the denominator is positive, else NaN (null on disk).
+
+    A noise scale divides by an estimate of |G|^2 (or G^T H G) that is unbiased, so it goes to
+    zero or below when the gradient is small against its noise; the ratio is then undefined.
+    Flooring the denominator would make up a huge number; NaN says nothing was measured."""
+    return jnp.where(denominator > 0, numerator / jnp.where(denominator > 0, denominator, 1.0),
+                     jnp.nan)
+
+
 class GNSEstimate(NamedTuple):
     g2: jax.Array
     trace_sigma: jax.Array
@@ -53,7 +63,7 @@ def estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
     """
     size, grads = group_gradients(loss_fn, params, batch, num_groups)
     g2, trace_sigma = _two_batch(tree_sq_norm, grads, size)
-    return GNSEstimate(g2, trace_sigma, trace_sigma / g2)
+    return GNSEstimate(g2, trace_sigma, ratio(trace_sigma, g2))
 
 
 def _two_batch(form: Callable[[Any], jax.Array], grads: Any, size: int) -> tuple[jax.Array, jax.Array]:
@@ -87,19 +97,24 @@ def ema_update(state: EMAState, g2: jax.Array, trace_sigma: jax.Array, decay: fl
 
 
 def ema_value(state: EMAState) -> GNSEstimate:
-    """Bias-corrected averages and their ratio B_simple (NaN before the first update)."""
+    """Bias-corrected averages and their ratio B_simple (NaN before the first update, and
+    where the average of |G|^2 is not positive: `ratio`)."""
     g2 = state.g2 / state.weight
     trace_sigma = state.trace_sigma / state.weight
-    return GNSEstimate(g2, trace_sigma, trace_sigma / g2)
+    return GNSEstimate(g2, trace_sigma, ratio(trace_sigma, g2))
 
 
 class HessianEstimate(NamedTuple):
-    """Two-batch estimates of G^T H G and tr(H Sigma), and what follows from them."""
+    """Two-batch estimates of G^T H G and tr(H Sigma), what follows from them (NaN where
+    G^T H G, or for eps_max |G|^2, is not positive), and |G|^2 and tr(Sigma) of the same
+    groups' gradients."""
 
     ghg: jax.Array
     trace_h_sigma: jax.Array
     b_noise: jax.Array
     eps_max: jax.Array
+    g2: jax.Array
+    trace_sigma: jax.Array
 
 
 def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batch: Any,
@@ -127,8 +142,15 @@ def hessian_estimate(loss_fn: Callable[[Any, Any], jax.Array], params: Any, batc
     hvp = lambda v: jax.jvp(jax.grad(lambda p: loss_fn(p, hessian_batch)), (params,), (v,))[1]
     form = lambda v: sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hvp(v))))
     ghg, trace_h_sigma = _two_batch(form, grads, size)
-    g2, _ = _two_batch(tree_sq_norm, grads, size)
-    return HessianEstimate(ghg, trace_h_sigma, trace_h_sigma / ghg, g2 / ghg)
+    g2, trace_sigma = _two_batch(tree_sq_norm, grads, size)
+    return HessianEstimate(ghg, trace_h_sigma, ratio(trace_h_sigma, ghg), step_size(g2, ghg),
+                           g2, trace_sigma)
+
+
+def step_size(g2: jax.Array, ghg: jax.Array) -> jax.Array:
+    """eps_max = |G|^2 / (G^T H G), the best step along the gradient; NaN unless both are
+    positive (a step size at or below zero means nothing)."""
+    return jnp.where(g2 > 0, ratio(g2, ghg), jnp.nan)
 
 
 class ExactStatistics(NamedTuple):

@@ -325,3 +325,34 @@ def test_sweep_passes_the_gns_options_to_the_engine(digits_cfg):
     cfg = digits_cfg(**{"optimizer.name": "adam", "gns.every": 4, "gns.preconditioned": "true"})
     spec, _ = group_spec(cfg, 64, 1)
     assert (spec.noise.every, spec.noise.preconditioned) == (4, True)
+
+
+def test_b_simple_is_undefined_where_the_moving_g2_is_not_positive():
+    """Where the average of the unbiased |G|^2 estimates is zero or below, B_simple is NaN
+    (null on disk), never a negative or huge number; above it, the exact ratio."""
+    for g2, expected in ((-1.0, None), (0.0, None), (2.0, 5.0)):
+        value = gns.ema_value(gns.ema_update(gns.ema_init(), g2, 10.0, 0.9))
+        assert float(value.g2) == g2
+        assert (np.isnan(value.b_simple) if expected is None else float(value.b_simple) == expected)
+    assert np.isnan(gns.ema_value(gns.ema_init()).b_simple)  # before the first update
+    assert np.isnan(gns.ratio(jnp.float32(3.0), jnp.float32(-1e-30)))
+
+
+def _quadratic(sign: float):
+    """Per-example loss sign x |w - x_i|^2 / 2: gradients w - x_i (times sign), Hessian sign x I,
+    so G^T H G = sign x |G|^2 and tr(H Sigma) = sign x tr(Sigma) exactly."""
+    def loss_fn(p, batch):
+        return sign * 0.5 * jnp.mean(jnp.sum((p - batch) ** 2, axis=1))
+    return loss_fn
+
+
+def test_hessian_ratios_are_exact_on_a_quadratic_and_undefined_where_h_is_negative():
+    batch = jnp.asarray(np.random.RandomState(0).randn(32, 4), jnp.float32)
+    params = jnp.full(4, 10.0, jnp.float32)  # far from the data: |G|^2 well above its noise
+    up = gns.hessian_estimate(_quadratic(1.0), params, batch, 4)
+    assert float(up.ghg) == pytest.approx(float(up.g2), rel=1e-4)  # float32 both ways
+    assert float(up.b_noise) == pytest.approx(float(up.trace_sigma / up.g2), rel=1e-4)
+    assert float(up.eps_max) == pytest.approx(1.0, rel=1e-4)  # the best step of H = I
+    down = gns.hessian_estimate(_quadratic(-1.0), params, batch, 4)
+    assert float(down.ghg) == pytest.approx(-float(down.g2), rel=1e-4) and float(down.ghg) < 0
+    assert np.isnan(down.b_noise) and np.isnan(down.eps_max)

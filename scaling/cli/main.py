@@ -26,6 +26,7 @@ RUNNERS = {
     "compare": "scaling.cli.compare:run",
     "branch": "scaling.cli.branch:run",
     "import": "scaling.cli.imports:run",
+    "repair": "scaling.cli.repair:run",
 }
 
 

@@ -338,8 +338,19 @@ def add_branch(sub: Any) -> None:
                         "sweep's sweep.yaml as CONFIG)")
 
 
+def add_repair(sub: Any) -> None:
+    p = sub.add_parser(
+        "repair", help="one clean pass of rows per run, after two processes wrote a folder",
+        description="Rewrite each run's metrics.jsonl whose steps repeat or go back (two "
+                    "processes wrote the run) with one row per step, where the copies of each "
+                    "step agree and no evaluation step is missing; refuse, naming why, where "
+                    "they do not (docs/results-format.md).")
+    p.add_argument("dir", help="results folder (holds runs/)")
+    p.add_argument("--dry-run", action="store_true", help="say what it would do; write nothing")
+
+
 SUBCOMMANDS = (add_plan, add_train, add_sweep, add_analyze, add_gns, add_prepare_text, add_bench,
-               add_compare, add_branch, add_import)
+               add_compare, add_branch, add_import, add_repair)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from scaling import store
 from scaling.cli.analyze import analyze_folder
 from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
-from scaling.sweep import launch, prepare as prepare_mod, runner
+from scaling.sweep import launch, prepare as prepare_mod, runner, watch
 from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
 
@@ -40,7 +41,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     status = _run(cfg, args, None)
     if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
         if args.shard is not None and not args.dry_run:
-            print(f"shard done; once every shard is, run: scaling analyze {_out(cfg, args)}")
+            hint = "" if args.no_analyze else \
+                f"; once every shard is, run: scaling analyze {_out(cfg, args)}"
+            print(f"shard done{hint}")
         return status
     print()
     return analyze_folder(Path(_out(cfg, args)), quiet=args.quiet)
@@ -86,37 +89,72 @@ def check_launcher_options(args: argparse.Namespace) -> None:
 
 
 def submit_sweep(cfg: Config, args: argparse.Namespace, out: str, analyze: Callable[[], int]) -> int:
-    """Validate the whole grid, submit the job array, and with --wait wait and then `analyze`."""
-
+    """Validate the whole grid, submit the shards that still have work as one job array, and
+    with --wait wait for them (scaling.sweep.watch) and then `analyze`."""
     prepared = prepare_mod.prepare(cfg, out, None, args.force, None)
     jobs = launch.task_count(args.jobs, len(prepared.units))
     if args.jobs is not None and jobs < args.jobs:
         print(f"note: --jobs {args.jobs}: the grid has {jobs} groups; submitting {jobs} tasks")
     folder = Path(args.slurm_folder or Path(out) / "slurm")
-    argvs = launch.shard_argvs(args.config, args.overrides, Path(out), jobs, args.force)
+    flags = launch.task_flags(args.force, args.quiet, args.compile_cache, args.no_compile_cache,
+                              args.wait or args.no_analyze)
+    argvs = launch.shard_argvs(args.config, args.overrides, Path(out), jobs, flags)
+    todo = launch.shards_with_work(prepared, jobs)
     if args.dry_run:
         print(runner.describe(prepared))
-        print(f"\n--launcher slurm: would submit {jobs} tasks (shards 0/{jobs} .. {jobs - 1}/{jobs}), "
-              f"logs in {folder}")
+        print(f"\n--launcher slurm: would submit {len(todo)} of {jobs} tasks (shards "
+              f"{', '.join(f'{i}/{jobs}' for i in todo) or 'none'}), logs in {folder}")
         return 0
+    if len(todo) < jobs:
+        print(f"{_shards(sorted(set(range(jobs)) - set(todo)), jobs)} nothing left to do; "
+              f"{'not submitted' if todo else 'nothing to submit'}")
+    if not todo:
+        return _after(prepared, args, [], 0, analyze)
     res = launch.Resources(args.time or launch.DEFAULT_TIME_MIN, args.nodes or 1, args.partition,
-                    args.gpus_per_task, args.cpus_per_task, args.mem)
-    submitted = launch.submit(launch.make_executor(folder, f"scaling-{cfg.name}", res), main, argvs,
-                              res.nodes)
-    print(f"submitted {len(submitted)} tasks (job ids {', '.join(j.job_id for j in submitted)}); "
+                           args.gpus_per_task, args.cpus_per_task, args.mem)
+    executor = launch.make_executor(folder, f"scaling-{cfg.name}", res)
+    submitted = launch.submit(executor, main, [argvs[i] for i in todo], res.nodes)
+    print(f"submitted {_tasks(len(submitted))} (job ids {', '.join(j.job_id for j in submitted)}); "
           f"logs in {folder}")
     if not args.wait:
         print(f"once every task is done, run: scaling analyze {out}")
         return 0
-    failed = launch.wait(submitted)
+    tasks = [watch.Task(i, jobs, job) for i, job in zip(todo, submitted)]
+    failed = watch.wait(tasks, lambda: _runs_done(prepared), executor.cluster == "slurm")
+    return _after(prepared, args, failed, len(tasks), analyze)
+
+
+def _shards(indices: list[int], jobs: int) -> str:
+    """'shard 1/4 has' or 'shards 0/4, 2/4 have'."""
+    names = ", ".join(f"{i}/{jobs}" for i in indices)
+    return f"shard {names} has" if len(indices) == 1 else f"shards {names} have"
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
+
+
+def _runs_done(prepared: runner.Prepared) -> tuple[int, int]:
+    """(finished, planned) runs of the whole grid on disk (extensions recorded when it was
+    submitted included)."""
+    done = sum(store.is_done(prepared.out, r.run_id) for r in prepared.planned)
+    return done, len(prepared.planned)
+
+
+def _after(prepared: runner.Prepared, args: argparse.Namespace, failed: list[str],
+           tasks: int, analyze: Callable[[], int]) -> int:
+    """The end of a waited (or empty) submission: failures, the end table, the analysis."""
     for line in failed:
         print(line, file=sys.stderr)
     print(runner.final_table(prepared))
     if failed:
-        print(f"{len(failed)} of {len(submitted)} tasks failed; rerun the same command to resume",
-              file=sys.stderr)
+        print(f"{len(failed)} of {_tasks(tasks)} ended without success; rerun the same command "
+              "to resume", file=sys.stderr)
         return 1
     if args.no_analyze:
+        return 0
+    if not args.wait:
+        print(f"run: scaling analyze {prepared.out}")
         return 0
     print()
     return analyze()

@@ -6,7 +6,7 @@ folder's manifest is `cells`; `scaling import` reads other code's records throug
 """
 
 from scaling.store.files import atomic_write, dumps, write_json
-from scaling.store.rows import Row, examples_at, finite, value_at
+from scaling.store.rows import Row, examples_at, finite, undefined_noise_points, value_at
 from scaling.store.runs import (ARITHMETIC, EXTENSIONS, ROUNDS, add_extension, add_round,
                                 append_metrics, checkpoint_dir, finish_run, frame, is_done, load,
                                 mean_throughput, read_arithmetic, read_extensions, read_metrics,
@@ -18,5 +18,5 @@ __all__ = [
     "atomic_write", "checkpoint_dir", "dumps", "examples_at", "finish_run", "finite", "frame",
     "is_done", "load", "mean_throughput", "read_arithmetic", "read_extensions", "read_metrics",
     "read_rounds", "read_summary", "resume_run", "rows_until", "run_dir", "start_run",
-    "training_seconds", "value_at", "write_json",
+    "training_seconds", "undefined_noise_points", "value_at", "write_json",
 ]

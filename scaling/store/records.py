@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from scaling import config as config_mod
 from scaling.config import Config
 from scaling.config.targets import Reach, crossing
-from scaling.store.rows import examples_at
+from scaling.store.rows import examples_at, undefined_noise_points
 from scaling.train.spec import RunSpec
 
 
@@ -52,4 +52,5 @@ def run_summary(run_id: str, status: str, rows: list[dict[str, Any]], *, batch_s
             "examples": examples, "tokens": tokens, "steps_to_target": to_steps,
             "examples_to_target": {t: None if s is None else examples_at(rows, s, batch_size)
                                    for t, s in to_steps.items()},
-            "final": last, "b_simple": last.get("b_simple"), **extra}
+            "final": last, "b_simple": last.get("b_simple"),
+            "noise_scale_undefined": undefined_noise_points(rows), **extra}

@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from scaling.errors import ConfigError
 from scaling.store.files import atomic_write, dumps, write_json
+
+TAIL_BYTES = 1 << 16  # read from a metrics file's end to find its last step
 
 
 def run_dir(out: Path, run_id: str) -> Path:
@@ -51,10 +54,19 @@ def resume_run(out: Path, run_id: str, config: dict[str, Any], rows: list[dict[s
 
 
 def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:
-    """Append rows (one JSON object per line); a torn last line is ignored when reading."""
+    """Append rows (one JSON object per line) after checking that their steps go on from the
+    last step on disk: a row that repeats or goes back (a second writer) is refused, naming
+    the file and the step. A torn last line is ignored when reading."""
     if not rows:
         return
-    with open(run_dir(out, run_id) / "metrics.jsonl", "a") as f:
+    path = run_dir(out, run_id) / "metrics.jsonl"
+    previous = last_step(path)
+    for row in rows:
+        if previous is not None and row["step"] <= previous:
+            raise ConfigError(f"{path}: refusing a row at step {row['step']} after step "
+                              f"{previous}: another process is writing this run")
+        previous = row["step"]
+    with open(path, "a") as f:
         f.write("".join(dumps(r) + "\n" for r in rows))
         f.flush()
 
@@ -65,13 +77,49 @@ def finish_run(out: Path, run_id: str, summary: dict[str, Any]) -> None:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """A run's rows. A torn last line (a writer killed mid-write) is left out; a damaged line
+    before it, or a step that repeats or goes back, is a ConfigError naming the file, the line
+    and the step (repair: scaling.store.repair)."""
+    lines = Path(path).read_text().splitlines()
     rows = []
-    for line in Path(path).read_text().splitlines():
+    for number, line in enumerate(lines, 1):
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
-            break
+            if number == len(lines):
+                break
+            raise ConfigError(f"{path}: line {number} is not a JSON row{_repair_hint(path)}") from None
+    for number, (before, row) in enumerate(zip(rows, rows[1:]), 2):
+        if not row["step"] > before["step"]:
+            raise ConfigError(f"{path}: step {row['step']} at line {number} does not follow step "
+                              f"{before['step']}: rows repeat or are out of order (two processes "
+                              f"wrote this run?){_repair_hint(path)}")
     return rows
+
+
+def _repair_hint(path: Path) -> str:
+    """'; `scaling repair OUT` ...' for a run's metrics.jsonl (OUT/runs/<run_id>/)."""
+    path = Path(path)
+    if path.parent.parent.name != "runs":
+        return ""
+    return f"; `scaling repair {path.parents[2]}` keeps one clean pass (docs/results-format.md)"
+
+
+def last_step(path: Path) -> int | None:
+    """The step of the last whole row of a metrics.jsonl (None if it has none), read from its
+    end; a file ending in a torn line is refused (rows appended after it would be lost)."""
+    if not Path(path).is_file():
+        return None
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - TAIL_BYTES))
+        tail = f.read()
+    if tail and not tail.endswith(b"\n"):
+        raise ConfigError(f"{path}: ends in a torn line; refusing to append after it")
+    lines = tail.splitlines()[1:] if size > TAIL_BYTES else tail.splitlines()
+    if not lines:
+        return read_metrics(path)[-1]["step"] if size else None
+    return json.loads(lines[-1])["step"]
 
 
 def load(out: str | Path) -> list[dict[str, Any]]:

@@ -182,6 +182,16 @@ def extension_side(summaries: list[dict[str, Any]], target: str) -> str | None:
     return "high"
 
 
+def extension_due(cfg: Config, batch_size: int, summaries: list[dict[str, Any]],
+                  extensions: list[dict[str, Any]]) -> str | None:
+    """The side a finished centred batch size's grid extends next (extension_side for the
+    first target), or None: no target, no extension called for, or max_extensions reached."""
+    done = sum(e["batch_size"] == batch_size for e in extensions)
+    if not cfg.targets or done >= cfg.learning_rate.max_extensions:
+        return None
+    return extension_side(summaries, cfg.targets[0])
+
+
 def extension(cfg: Config, batch_size: int, side: str, extensions: list[dict[str, Any]]) -> dict:
     """The record of one extension: half the grid's width of new points on `side`."""
     indices = grid_indices(cfg, batch_size, extensions)

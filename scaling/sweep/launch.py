@@ -1,9 +1,12 @@
 """`scaling sweep --launcher slurm`: a sweep's shards as one SLURM job array, through submitit.
 
 The command checks everything first (the config, the whole grid, the results folder), then
-submits --jobs tasks. Task i runs `scaling sweep CONFIG ... --shard i/N --no-analyze --progress
-lines` in its own process, so a task is exactly a manual shard: it writes its runs into the
-shared folder and, resubmitted, resumes. submitit is optional (pip install 'scaling[slurm]').
+submits one task per shard that still has work. Task i runs `scaling sweep CONFIG ... --shard
+i/N --progress lines` and every flag of the submitting command that shapes a task
+(task_flags), in its own process, so a task is exactly a manual shard: it writes its runs into
+the shared folder and, resubmitted, resumes. An sbatch refusal is one ConfigError line quoting
+sbatch, with the files submitit wrote for it removed. Waiting (--wait) is
+scaling.sweep.watch. submitit is optional (pip install 'scaling[slurm]').
 
 With --nodes K a task is K processes, one per node, that train their shard together: each
 learns the coordinator (the first node), the process count and its rank from submitit and
@@ -15,14 +18,22 @@ as local subprocesses (a task's K processes on this machine).
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import random
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from scaling import store
 from scaling.config import ConfigError
+from scaling.sweep import grid
+from scaling.sweep.runner import Prepared
 
 CLUSTER_ENV = "SCALING_SUBMITIT_CLUSTER"
 MAX_DEFAULT_JOBS = 16
@@ -56,11 +67,42 @@ def task_count(requested: int | None, num_units: int) -> int:
     return max(1, min(requested, num_units))
 
 
-def shard_argvs(config: str, overrides: list[str], out: Path, jobs: int, force: bool) -> list[list[str]]:
-    """One `scaling sweep` command line per task; absolute paths, since a task may start elsewhere."""
+def shard_argvs(config: str, overrides: list[str], out: Path, jobs: int,
+                flags: list[str]) -> list[list[str]]:
+    """One `scaling sweep` command line per task, with `flags` (task_flags); absolute paths,
+    since a task may start elsewhere."""
     base = ["sweep", str(Path(config).resolve()), *overrides, "--out", str(out.resolve()),
-            "--no-analyze", "--progress", "lines", *(["--force"] if force else [])]
+            "--progress", "lines", *flags]
     return [[*base, "--shard", f"{i}/{jobs}"] for i in range(jobs)]
+
+
+def task_flags(force: bool, quiet: bool, compile_cache: str | None, no_compile_cache: bool,
+               analyzed_here: bool) -> list[str]:
+    """The submitting command's flags that shape a task. `analyzed_here` (--wait, or
+    --no-analyze): the task does not tell its reader to run `scaling analyze` (a shard never
+    analyses; --no-analyze only silences that hint)."""
+    return [*(["--force"] if force else []), *(["--quiet"] if quiet else []),
+            *(["--compile-cache", str(Path(compile_cache).expanduser().resolve())]
+              if compile_cache else []),
+            *(["--no-compile-cache"] if no_compile_cache else []),
+            *(["--no-analyze"] if analyzed_here else [])]
+
+
+def has_work(p: Prepared, units: list[grid.Unit]) -> bool:
+    """Whether a shard's groups hold a run not yet done, or (centred grids) a finished batch
+    size that still extends its learning rates (grid.extension_due)."""
+    for unit in units:
+        summaries = [store.read_summary(p.out, r.run_id) for r in p.runs_of(unit)]
+        if any(s is None for s in summaries):
+            return True
+        if p.centered and grid.extension_due(p.cfg, unit.batch_size, summaries, p.extensions):
+            return True
+    return False
+
+
+def shards_with_work(p: Prepared, jobs: int) -> list[int]:
+    """The shards of `jobs` (over the whole grid, as each task splits it) with work left."""
+    return [i for i, units in enumerate(grid.partition(p.units, jobs)) if has_work(p, units)]
 
 
 def run_shard(entry: Callable[[list[str]], int], argv: list[str], processes: int = 1) -> None:
@@ -102,30 +144,68 @@ def make_executor(folder: Path, name: str, res: Resources) -> Any:
         name=name, timeout_min=res.time_min, nodes=nodes, tasks_per_node=per_node,
         cpus_per_task=res.cpus_per_task, gpus_per_node=res.gpus_per_task, mem_gb=res.mem_gb,
         slurm_partition=res.partition)
+    quiet_sacct()
     return executor
 
 
 def submit(executor: Any, entry: Callable[[list[str]], int], argvs: list[list[str]],
            processes: int) -> list[Any]:
-    """One job-array task per command line in `argvs`, each running `entry(argv)`."""
-    from submitit.core.utils import FailedSubmissionError
+    """One job-array task per command line in `argvs`, each running `entry(argv)`. A refused
+    submission is one ConfigError line quoting sbatch; what submitit wrote for it is removed."""
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
 
+    folder = Path(executor.folder)
+    created = [d for d in (folder, *folder.parents) if not d.exists()]
+    before = set(folder.iterdir()) if folder.is_dir() else set()
     n = len(argvs)
+    said = io.StringIO()  # submitit prints sbatch's complaint itself; the error line quotes it
     try:
-        return executor.map_array(run_shard, [entry] * n, argvs, [processes] * n)
-    except FailedSubmissionError as exc:
-        raise ConfigError(f"--launcher slurm: submission failed: {exc}") from None
+        with contextlib.redirect_stderr(said):
+            jobs = executor.map_array(run_shard, [entry] * n, argvs, [processes] * n)
+    except (FailedJobError, FailedSubmissionError) as exc:
+        _remove_new(folder, before, created)
+        raise ConfigError(f"--launcher slurm: sbatch refused the job array: {_reason(exc)}") from None
+    sys.stderr.write(said.getvalue())
+    return jobs
 
 
-def wait(jobs: list[Any]) -> list[str]:
-    """Block until every task ends; one line per failed task, naming its log."""
-    from submitit.core.utils import UncompletedJobError
+def _reason(exc: Exception) -> str:
+    """sbatch's complaint on one line: its error lines without the 'sbatch: error: ' prefix."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    said = [line.removeprefix("sbatch: error: ") for line in lines if line.startswith("sbatch:")]
+    return "; ".join(said or lines or [type(exc).__name__])
 
-    failed = []
-    for i, job in enumerate(jobs):
-        try:
-            job.results()
-        except UncompletedJobError as exc:
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
-            failed.append(f"task {i} (job {job.job_id}) failed: {reason}; log {job.paths.stderr}")
-    return failed
+
+def _remove_new(folder: Path, before: set[Path], created: list[Path]) -> None:
+    """Remove what appeared in `folder` since `before`, then the folders made for it, if empty."""
+    if folder.is_dir():
+        for path in set(folder.iterdir()) - before:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    for d in created:  # deepest first
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+
+
+class _OnceFilter(logging.Filter):
+    """Lets submitit's 'Bypassing sacct error' warning through once: on a cluster without
+    accounting sacct fails at every state check, and the wait reads squeue instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "Bypassing sacct error" not in record.getMessage():
+            return True
+        first, self.said = not self.said, True
+        return first
+
+
+def quiet_sacct() -> None:
+    """Install _OnceFilter on submitit's logger (once per process)."""
+    logger = logging.getLogger("submitit")
+    if not any(isinstance(f, _OnceFilter) for f in logger.filters):
+        logger.addFilter(_OnceFilter())

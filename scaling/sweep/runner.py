@@ -91,15 +91,15 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
 def _extend(session: Session, size: int) -> list[dict[str, Any]]:
     """Grow a centred grid at the edge holding the optimum, train the new points, repeat."""
     p, summaries = session.p, []
-    target, limit = p.cfg.targets[0] if p.cfg.targets else None, p.cfg.learning_rate.max_extensions
-    while target is not None:
+    while p.cfg.targets:
         runs = p.batch_runs(size)
         todo = [r for r in runs if r.run_id not in session.finished]
         if todo:
             summaries += session.train(todo)
             continue
-        side = grid.extension_side([session.finished[r.run_id] for r in runs], target)
-        if side is None or sum(e["batch_size"] == size for e in p.extensions) >= limit:
+        side = grid.extension_due(p.cfg, size, [session.finished[r.run_id] for r in runs],
+                                  p.extensions)
+        if side is None:
             break
         record = grid.extension(p.cfg, size, side, p.extensions)
         p.extensions.append(record)

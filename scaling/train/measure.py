@@ -23,7 +23,11 @@ from scaling.train.spec import GroupSpec
 
 class NoiseState(NamedTuple):
     """One run's noise-scale measurement: the moving averages of the two-batch estimates and of
-    the Hessian probe, and the sums and counts of the estimates since the last evaluation point."""
+    the Hessian probe, and the sums and counts of the estimates since the last evaluation point.
+
+    The probe's averages hold two pairs, both taken at the Hessian points with one decay, so
+    eps_max divides averages over the same window: [0] the H-weighted forms (G^T H G in the
+    g2 field, tr(H Sigma) in trace_sigma), [1] the plain |G|^2 and tr(Sigma) of the probe."""
 
     ema: gns.EMAState
     hessian_ema: gns.EMAState
@@ -33,7 +37,7 @@ class NoiseState(NamedTuple):
 
 def init(spec: GroupSpec) -> NoiseState:
     m = spec.gns_metrics
-    return NoiseState(ema=gns.ema_init((m,)), hessian_ema=gns.ema_init(),
+    return NoiseState(ema=gns.ema_init((m,)), hessian_ema=gns.ema_init((2,)),
                       sums=jnp.zeros((2, m), jnp.float32), counts=jnp.zeros(m, jnp.float32))
 
 
@@ -99,17 +103,19 @@ def hessian_update(spec: GroupSpec, task: Task, params: Any, data_key: jax.Array
         return noise, None
     nan = jnp.float32(jnp.nan)
     est = jax.lax.cond(now, lambda: hessian_probe(spec, task, params, data_key, data, point),
-                       lambda: gns.HessianEstimate(nan, nan, nan, nan))
-    ok = now & here & jnp.isfinite(est.ghg) & jnp.isfinite(est.trace_h_sigma)
-    ema = gns.ema_update(noise.hessian_ema, est.ghg, est.trace_h_sigma, spec.noise.ema_decay, ok)
+                       lambda: gns.HessianEstimate(*[nan] * len(gns.HessianEstimate._fields)))
+    forms = jnp.stack([est.ghg, est.g2]), jnp.stack([est.trace_h_sigma, est.trace_sigma])
+    ok = now & here & jnp.all(jnp.isfinite(jnp.stack(forms)))
+    ema = gns.ema_update(noise.hessian_ema, *forms, spec.noise.ema_decay, ok)
     return noise._replace(hessian_ema=ema), jax.tree.map(lambda v: jnp.where(ok, v, nan), est)
 
 
 def record(spec: GroupSpec, noise: NoiseState,
            hessian_point: gns.HessianEstimate | None = None) -> dict[str, jax.Array]:
     """Noise-scale columns of a metrics row: moving averages, this interval's means, extras
-    (with gns.hessian_every: the moving B_noise and eps_max, and this point's raw G^T H G and
-    tr(H Sigma), NaN at points without a Hessian measurement)."""
+    (with gns.hessian_every: the moving G^T H G, B_noise and eps_max, and this point's raw
+    G^T H G and tr(H Sigma), NaN at points without a Hessian measurement). A ratio whose
+    denominator's average is not positive is NaN (gns.ratio)."""
     value = gns.ema_value(noise.ema)
     interval = jnp.where(noise.counts > 0, noise.sums / jnp.maximum(noise.counts, 1.0), jnp.nan)
     out = dict(gns_g2=value.g2[0], gns_trace_sigma=value.trace_sigma[0], b_simple=value.b_simple[0],
@@ -118,8 +124,8 @@ def record(spec: GroupSpec, noise: NoiseState,
         out.update(gns_g2_precond=value.g2[1], gns_trace_sigma_precond=value.trace_sigma[1],
                    b_simple_precond=value.b_simple[1])
     if spec.noise.hessian_every:
-        h = gns.ema_value(noise.hessian_ema)  # fields: g2 holds G^T H G, trace_sigma tr(H Sigma)
-        out.update(b_noise=h.b_simple, eps_max=value.g2[0] / h.g2)
+        h = gns.ema_value(noise.hessian_ema)  # [0]: G^T H G, tr(H Sigma); [1]: |G|^2, tr(Sigma)
+        out.update(gns_ghg=h.g2[0], b_noise=h.b_simple[0], eps_max=gns.step_size(h.g2[1], h.g2[0]))
         if hessian_point is not None:
             out.update(gns_ghg_point=hessian_point.ghg,
                        gns_trace_h_sigma_point=hessian_point.trace_h_sigma)
