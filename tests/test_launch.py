@@ -102,7 +102,7 @@ def test_every_flag_that_shapes_a_task_is_on_its_command_line(flags, expected, t
     captured = []
     monkeypatch.setattr(launch, "make_executor", lambda folder, name, res: _Recorder(folder))
     monkeypatch.setattr(launch, "submit", lambda ex, entry, argvs, n: captured.extend(argvs) or [])
-    monkeypatch.setattr(train_cli, "analyze_folder", lambda *a: 0)  # nothing trained here
+    monkeypatch.setattr(train_cli, "analyze_folder", lambda *a, **k: 0)  # nothing trained here
     config = write_config(tmp_path, **TINY)
     assert _sweep(config, tmp_path / "o", "--launcher", "slurm", *flags) == 0
     parsed = [build_parser().parse_args(argv) for argv in captured]

@@ -12,7 +12,7 @@ import pytest
 
 from scaling import gns, store
 from scaling.cli.main import main
-from scaling.sweep.runner import group_spec
+from scaling.train.spec import group_spec
 from scaling.train import measure
 
 

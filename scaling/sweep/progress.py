@@ -15,15 +15,17 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from tqdm import tqdm
 
 from scaling import store
 from scaling.formatting import duration, number, text_table
 from scaling.sweep.grid import PlannedRun, best_lr
-from scaling.sweep.prepare import Prepared
 from scaling.train.sinks import Records, Sink
+
+if TYPE_CHECKING:  # the sweep's prepare imports jax; the progress tables must not
+    from scaling.sweep.prepare import Prepared
 
 log = logging.getLogger(__name__)
 MODES = ("auto", "bar", "lines", "none")
@@ -151,7 +153,7 @@ class Tally:
     """A sweep's standing for the table after each group: the runs left of this shard, the
     groups done and left, and the time left at the rate so far (budgeted examples)."""
 
-    def __init__(self, p: Prepared, finished: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, p: "Prepared", finished: dict[str, dict[str, Any]]) -> None:
         self.p = p
         self.pending = {r.run_id: r for u in p.units for r in p.runs_of(u)
                         if r.run_id not in finished}
