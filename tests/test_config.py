@@ -511,7 +511,6 @@ def test_centered_grid_is_log_spaced_around_the_rule():
     cfg = from_dict(nqm(batch__sizes=[8, 32], targets=["eval_loss<=0.5"], learning_rate=CENTERED))
     assert learning_rates(cfg.learning_rate, 8) == pytest.approx([0.025, 0.05, 0.1, 0.2, 0.4])
     assert learning_rates(cfg.learning_rate, 32) == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])
-    assert cfg.learning_rate.max_extensions == 2
     assert from_dict(yaml.safe_load(to_yaml(cfg))) == cfg
 
 
@@ -520,16 +519,17 @@ def test_centered_grid_is_log_spaced_around_the_rule():
     ({"span": 1.0}, ("learning_rate.span: got 1.0", "> 1")),
     ({"num": 1}, ("learning_rate.num: got 1", ">= 2")),
     ({"values": [0.1]}, ("learning_rate.values: got [0.1]", "mode: centered")),
-    ({"max_extensions": -1}, ("learning_rate.max_extensions: got -1", ">= 0")),
+    ({"max_extensions": 2}, ("max_extensions",)),  # the search replaced the extensions
     ({"lr_ref": None}, ("learning_rate.lr_ref: got None",)),
 ])
 def test_centered_mode_checks(change, fragments):
     fails(nqm(targets=["eval_loss<=0.5"], learning_rate={**CENTERED, **change}), *fragments)
 
 
-def test_centered_mode_needs_a_target_to_extend():
-    fails(nqm(learning_rate=CENTERED), "targets: got []", "max_extensions: 0")
-    from_dict(nqm(learning_rate={**CENTERED, "max_extensions": 0}))
+def test_centered_mode_needs_no_target():
+    """Without targets a centred grid is trained as it is: there is no optimum to search."""
+    cfg = from_dict(nqm(learning_rate=CENTERED))
+    assert cfg.targets == [] and cfg.learning_rate.mode == "centered"
 
 
 def test_span_only_with_centered_mode():

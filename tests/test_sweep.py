@@ -1,4 +1,4 @@
-"""Sweeps: --dry-run, shards, kill -9 and resume, extension, concurrency, tables, centred grids."""
+"""Sweeps: --dry-run, shards, kill -9 and resume, extending a sweep, concurrency, tables, centred grids."""
 
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, com
 
 # ---------------------------------------------------------------- kill -9, concurrency
 
-LONG = {"batch": {"sizes": [8, 16, 32, 64]}, "learning_rate": {"values": [0.05, 0.1, 0.5]},
+LONG = {"batch": {"sizes": [8, 16, 32, 64]},
+        "learning_rate": {"values": [0.05, 0.1, 0.5], "search": False},
         "train": {"max_group_size": 1, "chunk_steps": 10}, "targets": ["eval_loss<=0.05"]}
 
 
@@ -245,13 +246,13 @@ def test_batch_rows_count_and_pick_the_best_lr_over_seeds():
             summary(16, 0.1, 0, 11)]
     rows = progress.batch_rows(runs, {s["run_id"]: s for s in done}, T)
     # 0.2 is faster on seed 0 but missed the target on seed 1: the best is 0.1, mean of 30 and 34
-    assert rows[0] == progress.BatchRow(8, 6, 5, 1, 1, 1, 0.1, 32.0, 256.0)
-    assert rows[1] == progress.BatchRow(16, 2, 1, 0, 0, 1, 0.1, 11.0, 176.0)
+    assert rows[0] == progress.BatchRow(8, 6, 5, 1, 0, 1, 1, 0.1, 32.0, 256.0)
+    assert rows[1] == progress.BatchRow(16, 2, 1, 0, 0, 0, 1, 0.1, 11.0, 176.0)
 
 
 def test_progress_and_final_tables():
-    rows = [progress.BatchRow(8, 6, 5, 1, 1, 1, 0.1, 32.0, 256.0, 12345.0, 0.0123),
-            progress.BatchRow(16, 2, 0, 0, 0, 2, None, None, None)]
+    rows = [progress.BatchRow(8, 6, 5, 1, 0, 1, 1, 0.1, 32.0, 256.0, 12345.0, 0.0123),
+            progress.BatchRow(16, 2, 0, 0, 0, 0, 2, None, None, None)]
     text = progress.format_progress(rows, T, 3, 2, 125.0)
     lines = text.splitlines()
     assert lines[0].split() == ["batch", "runs", "done", "diverged", "left", "best", "lr", "steps",
@@ -286,59 +287,16 @@ def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys, write_config
 # ---------------------------------------------------------------- centred learning-rate grids
 
 CENTERED = {"mode": "centered", "rule": "linear", "batch_ref": 8, "lr_ref": 0.5, "span": 2.0,
-            "num": 3, "max_extensions": 1}
+            "num": 3}
 
 
 def test_centered_grid_spans_the_factor_either_side_of_the_rule(cfg_of):
     cfg = cfg_of(learning_rate=dict(CENTERED, num=5, span=4.0))
     assert grid.batch_learning_rates(cfg, 16, []) == pytest.approx([0.25, 0.5, 1.0, 2.0, 4.0])
-    ext = grid.extension(cfg, 16, "low", [])
-    assert (ext["first"], ext["last"], ext["round"]) == (-2, -1, 1)
-    assert ext["learning_rates"] == pytest.approx([0.0625, 0.125])
-    ext2 = grid.extension(cfg, 16, "high", [ext])
-    assert (ext2["first"], ext2["last"], ext2["round"]) == (5, 6, 2)
-    assert grid.batch_learning_rates(cfg, 16, [ext, ext2]) == \
-        pytest.approx([0.0625 * 2 ** k for k in range(9)])
-    assert grid.batch_learning_rates(cfg, 8, [ext, ext2]) == pytest.approx([0.125, 0.25, 0.5, 1.0, 2.0])
-
-
-@pytest.mark.parametrize("rows, side", [
-    ([(0.1, 10), (0.2, 20), (0.4, 30)], "low"),
-    ([(0.1, 30), (0.2, 20), (0.4, 10)], "high"),
-    ([(0.1, 30), (0.2, 10), (0.4, 20)], None),
-    ([(0.1, None), (0.2, None), (0.4, None)], "high"),  # none reached, none diverged
-    ([(0.1, None), (0.2, None), (0.4, "diverged")], None),  # the budget is short, not the grid
-    ([(0.1, "diverged"), (0.2, "diverged"), (0.4, "diverged")], None),
-])
-def test_extension_side(rows, side):
-    done = [summary(8, lr, 0, None, "diverged") if steps == "diverged" else
-            summary(8, lr, 0, steps, "completed" if steps else "budget_exhausted")
-            for lr, steps in rows]
-    assert grid.extension_side(done, T) == side
-
-
-@pytest.mark.slow
-def test_a_centred_grid_extends_at_the_edge_holding_the_optimum(tmp_path, cfg_of):
-    # On this NQM at batch 8 the fastest stable LR is about 1.5 (3 diverges): a grid of
-    # 0.25, 0.5, 1 has its optimum at the top edge, so one extension adds 2.0 on that side.
-    out = tmp_path / "o"
-    cfg = cfg_of(batch__sizes=[8], seeds=[0], learning_rate=CENTERED)
-    done = runner.run(cfg, out, quiet=True)
-    assert [s["learning_rate"] for s in done] == pytest.approx([0.25, 0.5, 1.0, 2.0])
-    (record,) = store.read_extensions(out)
-    assert (record["batch_size"], record["side"], record["first"], record["last"]) == (8, "high", 3, 3)
-    assert runner.run(cfg, out, quiet=True) == []  # max_extensions reached: nothing more
-    centred = cfg_of(batch__sizes=[8], seeds=[0], learning_rate=dict(CENTERED, lr_ref=1.0, span=3.0))
-    kept = runner.run(centred, tmp_path / "kept", quiet=True)
-    assert [s["learning_rate"] for s in kept] == pytest.approx([1 / 3, 1.0, 3.0])
-    assert store.read_extensions(tmp_path / "kept") == []
-
-
-def test_add_extension_is_idempotent(tmp_path):
-    record = {"batch_size": 8, "side": "low", "first": -1, "last": -1, "learning_rates": [0.1], "round": 1}
-    assert store.add_extension(tmp_path, record) and not store.add_extension(tmp_path, record)
-    assert store.read_extensions(tmp_path) == [record]
-    assert not list(tmp_path.glob("*.tmp"))
+    rounds = [{"batch_size": 16, "round": 1, "learning_rates": [0.125, 8.0]}]
+    assert grid.batch_learning_rates(cfg, 16, rounds) == pytest.approx(
+        [0.25, 0.5, 1.0, 2.0, 4.0, 0.125, 8.0])
+    assert grid.batch_learning_rates(cfg, 8, rounds) == pytest.approx([0.125, 0.25, 0.5, 1.0, 2.0])
 
 
 # ---------------------------------------------------------------- configs/

@@ -30,12 +30,12 @@ from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lin
                                     unreached_reason)
 from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
-from scaling.config.names import LR_SELECTIONS
-from scaling.config.names import REACH_RULES
+from scaling.config.names import LR_SELECTIONS, REACH_RULES
 from scaling.config.targets import FIRST, Reach
 from scaling.errors import need
 from scaling.formatting import number, text_table
 from scaling.store import finite
+from scaling.store.cost import cost
 
 
 def select(size_grids: list[LRCurve], how: str) -> tuple[Choice, LRCurve, int] | None:
@@ -338,6 +338,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
               "runs": runs, "targets": results,
               "lr_rules": next((e["lr_rules"] for e in results if e["lr_rules"]), None),
               "throughput": _throughput(records),
+              "cost": cost(records, {a["batch_size"]: a["examples"]
+                                     for a in store.read_arithmetic(out) or []}),
               "b_crit_power_law": definitions.power_laws(results),
               "schedules": schedules}
     if view != "steps":

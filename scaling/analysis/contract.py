@@ -221,6 +221,16 @@ class PowerLaw(TypedDict):
     definition: str
 
 
+class Cost(TypedDict):
+    """What the sweep trained (scaling.analysis.cost)."""
+
+    examples_trained: int
+    extension_examples: int
+    dominated_runs: int
+    examples_saved_at_most: int
+    share_saved_at_most: float
+
+
 class Law(TypedDict):
     """A power law across cells, y = coefficient x params^a x tokens^b."""
 
@@ -263,6 +273,7 @@ class Analysis(TypedDict):
     targets: list[Target]
     lr_rules: LRRules | None
     throughput: list[Throughput]
+    cost: Cost
     b_crit_power_law: list[PowerLaw]
     schedules: list[dict[str, Any]]
 
@@ -270,7 +281,7 @@ class Analysis(TypedDict):
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
     Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
     LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, Throughput,
-    PowerLaw, FixedBudget, Law)}
+    PowerLaw, Cost, FixedBudget, Law)}
 OPTIONAL: dict[type, dict[str, type]] = {Analysis: {"fixed_budget": FixedBudget}}
 
 

@@ -135,8 +135,8 @@ def _tasks(n: int) -> str:
 
 
 def _runs_done(prepared: runner.Prepared) -> tuple[int, int]:
-    """(finished, planned) runs of the whole grid on disk (extensions recorded when it was
-    submitted included)."""
+    """(finished, planned) runs of the whole grid on disk (the search's rounds recorded when it
+    was submitted included)."""
     done = sum(store.is_done(prepared.out, r.run_id) for r in prepared.planned)
     return done, len(prepared.planned)
 

@@ -95,7 +95,7 @@ def _rule_lr(lr: LearningRateConfig, batch_size: int) -> float:
 
 
 def centered_lr(lr: LearningRateConfig, batch_size: int, k: int) -> float:
-    """Point k of the centred log grid; k < 0 or k >= num are extensions with the same spacing.
+    """Point k of the centred log grid (0 .. num - 1).
 
     Points 0 and num-1 sit at prediction / span and prediction * span.
     """

@@ -143,9 +143,8 @@ class BatchConfig:
 @dataclass
 class LearningRateConfig:
     """Learning rates per batch size: an explicit or log-spaced grid, one from a rule, or a
-    log grid centred on the rule's prediction that the sweep extends when the optimum is at
-    an edge (mode: centered: `num` points spanning `span`x either side, at most
-    `max_extensions` extensions per batch size).
+    log grid centred on the rule's prediction (mode: centered: `num` points spanning `span`x
+    either side).
 
     search (grid and centred modes; false or off: none): after the first grid, rounds of new
     learning rates per batch size until each target's best has a neighbour on each side
@@ -167,7 +166,6 @@ class LearningRateConfig:
     eta_max: float | None = None
     b_peak: float | None = None
     span: float | None = None
-    max_extensions: int = 2
     search: bool = True
     resolution: float = 1.25
     max_rounds: int = 5

@@ -103,8 +103,6 @@ def _validate_centered(lr: LearningRateConfig) -> None:
          "an integer >= 2 with mode: centered (points in each batch size's grid)")
     need(lr.span is not None and lr.span > 1, "learning_rate.span", lr.span,
          "a number > 1 with mode: centered (the grid spans prediction/span to prediction*span)")
-    need(lr.max_extensions >= 0, "learning_rate.max_extensions", lr.max_extensions,
-         "an integer >= 0 (extensions of a batch size's grid when its optimum is at an edge)")
 
 
 def validate(cfg: Config) -> None:
@@ -171,10 +169,6 @@ def _validate_targets(cfg: Config, task: Any) -> None:
     if cfg.analysis.view != "steps":
         need(cfg.analysis.metric in reported, "analysis.metric", cfg.analysis.metric,
              f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
-    if cfg.learning_rate.mode == "centered" and cfg.learning_rate.max_extensions > 0:
-        need(bool(cfg.targets), "targets", cfg.targets, "at least one target with "
-             "learning_rate.mode: centered (the first one decides where the grid extends), "
-             "or learning_rate.max_extensions: 0")
 
 
 def _validate_eval(e: EvalConfig) -> None:

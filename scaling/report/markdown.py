@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from scaling.store.cost import cost_line
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.table import unreached_lines
 from scaling.config import Config, ConfigError, learning_rates, load
@@ -123,9 +124,9 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
         lines += [f"(sweep.yaml could not be read: {err})", ""]
     if cfg is not None:
         lines += _config_section(cfg)
-    lines += [f"- runs analysed: {number(sw.get('num_runs'))}" + (f" ({statuses})" if statuses else ""),
-              ""]
-    return lines + _arithmetic(out)
+    lines += [f"- runs analysed: {number(sw.get('num_runs'))}" + (f" ({statuses})" if statuses else "")]
+    spent = cost_line(analysis.get("cost"))
+    return lines + ([f"- {spent}"] if spent else []) + [""] + _arithmetic(out)
 
 
 # ---------------------------------------------------------------- tables

@@ -7,16 +7,16 @@ folder's manifest is `cells`; `scaling import` reads other code's records throug
 
 from scaling.store.files import atomic_write, dumps, write_json
 from scaling.store.rows import Row, examples_at, finite, undefined_noise_points, value_at
-from scaling.store.runs import (ARITHMETIC, EXTENSIONS, ROUNDS, add_extension, add_round,
+from scaling.store.runs import (ARITHMETIC, ROUNDS, add_round,
                                 append_metrics, checkpoint_dir, finish_run, frame, is_done, load,
-                                mean_throughput, read_arithmetic, read_extensions, read_metrics,
+                                mean_throughput, read_arithmetic, read_metrics,
                                 read_rounds, read_summary, resume_run, rows_until, run_dir,
                                 start_run, training_seconds)
 
 __all__ = [
-    "ARITHMETIC", "EXTENSIONS", "ROUNDS", "Row", "add_extension", "add_round", "append_metrics",
+    "ARITHMETIC", "ROUNDS", "Row", "add_round", "append_metrics",
     "atomic_write", "checkpoint_dir", "dumps", "examples_at", "finish_run", "finite", "frame",
-    "is_done", "load", "mean_throughput", "read_arithmetic", "read_extensions", "read_metrics",
+    "is_done", "load", "mean_throughput", "read_arithmetic", "read_metrics",
     "read_rounds", "read_summary", "resume_run", "rows_until", "run_dir", "start_run",
     "training_seconds", "undefined_noise_points", "value_at", "write_json",
 ]

@@ -35,17 +35,25 @@ def run_config(cfg: Config, run_id: str, batch_size: int, spec: RunSpec, *, tota
 
 
 def steps_to_targets(rows: list[dict[str, Any]], targets: Sequence[str], reach: Reach,
-                     diverged: bool) -> dict[str, float | None]:
-    """Interpolated steps to each target under `reach`; None where not reached (or diverged)."""
-    return {t: None if diverged else crossing(rows, t, reach) for t in targets}
+                     diverged: bool, clip: bool = False) -> dict[str, float | None]:
+    """Interpolated steps to each target under `reach`; None where not reached (or diverged).
+    `clip`: a reading window that runs past the last row is cut there (no reading extension)."""
+    return {t: None if diverged else crossing(rows, t, reach, clip) for t in targets}
 
 
 def run_summary(run_id: str, status: str, rows: list[dict[str, Any]], *, batch_size: int,
                 spec: RunSpec, steps: int, examples: int, tokens: int | None,
-                targets: Sequence[str], reach: Reach, **extra: Any) -> dict[str, Any]:
+                targets: Sequence[str], reach: Reach, clip: bool = False,
+                **extra: Any) -> dict[str, Any]:
     """A run's summary.json; `extra` adds the group's facts (task, optimizer, timing,
-    throughput) and any a driver records (a schedule's batch path, a branch's factor)."""
-    to_steps = steps_to_targets(rows, targets, reach, status == "diverged")
+    throughput) and any a driver records (a schedule's batch path, a branch's factor). With
+    `clip` (no reading extension), `reading_clipped` names the targets read with their window
+    cut at the run's end."""
+    to_steps = steps_to_targets(rows, targets, reach, status == "diverged", clip)
+    if clip:
+        whole = steps_to_targets(rows, targets, reach, status == "diverged")
+        extra["reading_clipped"] = [t for t in targets if to_steps[t] is not None
+                                    and whole[t] is None]
     last = rows[-1] if rows else {}
     return {"run_id": run_id, "status": status, "batch_size": batch_size,
             "learning_rate": spec.learning_rate, "seed": spec.seed, "steps": steps,

@@ -1,5 +1,5 @@
 """The results folder: <out>/sweep.yaml, <out>/runs/<run_id>/{config.json, metrics.jsonl,
-summary.json}, extensions.json and rounds.json (docs/results-format.md).
+summary.json} and rounds.json (docs/results-format.md).
 
 A run without summary.json is not done and is trained again from scratch on resume; metrics
 are appended one chunk at a time.
@@ -173,12 +173,11 @@ def read_arithmetic(out: Path) -> list[dict[str, Any]] | None:
 
 # ---------------------------------------------------------------- records of the grid's growth
 
-EXTENSIONS = "extensions.json"
 ROUNDS = "rounds.json"
 
 
 def read_records(out: Path, name: str) -> list[dict[str, Any]]:
-    """An append-only record file of the folder (EXTENSIONS, ROUNDS), oldest first."""
+    """An append-only record file of the folder (ROUNDS), oldest first."""
     path = Path(out) / name
     return json.loads(path.read_text()) if path.is_file() else []
 
@@ -202,16 +201,6 @@ def _append(out: Path, name: str, record: dict[str, Any],
             return standing
         write_json(Path(out) / name, records + [record])
         return record
-
-
-def read_extensions(out: Path) -> list[dict[str, Any]]:
-    """The recorded extensions of centred learning-rate grids, oldest first."""
-    return read_records(out, EXTENSIONS)
-
-
-def add_extension(out: Path, record: dict[str, Any]) -> bool:
-    """Append `record` unless an equal one is there; False if it was. Safe across processes."""
-    return _append(out, EXTENSIONS, record, lambda r: r == record) is record
 
 
 def read_rounds(out: Path) -> list[dict[str, Any]]:

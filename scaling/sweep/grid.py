@@ -1,7 +1,8 @@
-"""The sweep's grid as plain data: run ids, the work units, shards, and the centred-grid rules.
+"""The sweep's grid as plain data: run ids, each batch size's learning rates (its first grid
+and the search's recorded rounds), the work units and shards.
 
-Nothing here trains or touches devices, so `--dry-run`, the shard partition and the decision
-to extend a learning-rate grid are pure functions of the config (and of the summaries on disk).
+Nothing here trains or touches devices, so `--dry-run` and the shard partition are pure
+functions of the config (and of the records on disk).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from scaling.config import AXES, Config, ConfigError, centered_lr, grid_axes, learning_rates
+from scaling.sweep import search
 from scaling.train.spec import RunSpec
 
 SIDES = ("low", "high")
@@ -51,22 +53,18 @@ def run_id(batch_size: int, spec: RunSpec, axes: Iterable[str] = ()) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]", "_", text)
 
 
-def grid_indices(cfg: Config, batch_size: int, extensions: list[dict[str, Any]]) -> range:
-    """Centred mode: the grid's point indices at one batch size, widened by its extensions."""
-    low, high = 0, cfg.learning_rate.num - 1
-    for ext in extensions:
-        if ext["batch_size"] == batch_size:
-            low = min(low, ext["first"])
-            high = max(high, ext["last"])
-    return range(low, high + 1)
+def first_rates(cfg: Config, batch_size: int) -> list[float]:
+    """A batch size's first grid of learning rates: the config's grid, rule or centred grid."""
+    lr = cfg.learning_rate
+    if lr.mode != "centered":
+        return learning_rates(lr, batch_size)
+    return [centered_lr(lr, batch_size, k) for k in range(lr.num)]
 
 
-def batch_learning_rates(cfg: Config, batch_size: int, extensions: list[dict[str, Any]]) -> list[float]:
-    """Learning rates of one batch size, including recorded extensions of a centred grid."""
-    if cfg.learning_rate.mode != "centered":
-        return learning_rates(cfg.learning_rate, batch_size)
-    return [centered_lr(cfg.learning_rate, batch_size, k)
-            for k in grid_indices(cfg, batch_size, extensions)]
+def batch_learning_rates(cfg: Config, batch_size: int, rounds: list[dict[str, Any]]) -> list[float]:
+    """Every learning rate a batch size trains: its first grid, then each recorded round of
+    the learning-rate search (scaling.sweep.search)."""
+    return search.searched_rates(first_rates(cfg, batch_size), rounds, batch_size)
 
 
 def runs_for(cfg: Config, batch_size: int, rates: Iterable[float],
@@ -89,12 +87,12 @@ def runs_for(cfg: Config, batch_size: int, rates: Iterable[float],
 
 
 def expand(cfg: Config, batch_sizes: list[int] | None = None,
-           extensions: list[dict[str, Any]] | None = None) -> list[PlannedRun]:
+           rounds: list[dict[str, Any]] | None = None) -> list[PlannedRun]:
     """Every run of the grid, in a fixed order (batch size, learning rate, seed, axes), then
     every scheduled run (schedule, learning rate at its start batch, seed, axes); with
     `batch_sizes`, only those batch sizes' runs."""
     fixed = [r for size in batch_sizes or cfg.batch.sizes
-             for r in runs_for(cfg, size, batch_learning_rates(cfg, size, extensions or []))]
+             for r in runs_for(cfg, size, batch_learning_rates(cfg, size, rounds or []))]
     if batch_sizes is not None:
         return fixed
     return fixed + [r for sched in cfg.batch.schedules
@@ -106,14 +104,16 @@ def expand(cfg: Config, batch_sizes: list[int] | None = None,
 def units(cfg: Config, runs: list[PlannedRun], examples: dict[int, int]) -> list[Unit]:
     """The vmapped groups of the full grid: train.max_group_size runs of one batch size each.
 
-    A centred grid keeps a batch size whole: deciding an extension needs all of its runs.
+    A batch size whose learning rates are searched stays whole (one unit, which one shard
+    owns): planning its next round needs all of its runs. Its groups are cut to
+    train.max_group_size when they train.
     """
     out = []
     keys = sorted({(r.schedule or "", r.batch_size) for r in runs})
     for schedule, size in keys:
         members = [r for r in runs if r.batch_size == size and (r.schedule or "") == schedule]
         limit = cfg.train.max_group_size
-        if limit is None or cfg.learning_rate.mode == "centered":
+        if limit is None or (search.searched(cfg) and not schedule):
             limit = len(members)
         for i, start in enumerate(range(0, len(members), limit)):
             group = tuple(members[start:start + limit])
@@ -146,7 +146,7 @@ def partition(all_units: list[Unit], num_shards: int) -> list[list[Unit]]:
     return [sorted(s, key=lambda u: (u.schedule or "", u.batch_size, u.index)) for s in shards]
 
 
-# ---------------------------------------------------------------- best learning rate, extensions
+# ---------------------------------------------------------------- best learning rate
 
 
 def best_lr(summaries: list[dict[str, Any]], target: str) -> tuple[float, float] | None:
@@ -159,45 +159,3 @@ def best_lr(summaries: list[dict[str, Any]], target: str) -> tuple[float, float]
         return None
     lr = min(reached, key=lambda k: (reached[k], k))
     return lr, reached[lr]
-
-
-def extension_side(summaries: list[dict[str, Any]], target: str) -> str | None:
-    """Which side of a finished batch size's grid to extend, or None.
-
-    low/high: the best LR is the grid's smallest/largest. When no LR reached the target and
-    not all diverged: high if the largest LR did not diverge (the grid is too timid); None
-    when it did (the optimum lies inside the grid and the budget, not the grid, is short).
-    """
-    rates = sorted({s["learning_rate"] for s in summaries})
-    if not rates:
-        return None
-    best = best_lr(summaries, target)
-    if best is not None:
-        if len(rates) > 1 and best[0] == rates[0]:
-            return "low"
-        return "high" if best[0] == rates[-1] else None
-    diverged = {s["learning_rate"] for s in summaries if s["status"] == "diverged"}
-    if len(diverged) == len(rates) or rates[-1] in diverged:
-        return None
-    return "high"
-
-
-def extension_due(cfg: Config, batch_size: int, summaries: list[dict[str, Any]],
-                  extensions: list[dict[str, Any]]) -> str | None:
-    """The side a finished centred batch size's grid extends next (extension_side for the
-    first target), or None: no target, no extension called for, or max_extensions reached."""
-    done = sum(e["batch_size"] == batch_size for e in extensions)
-    if not cfg.targets or done >= cfg.learning_rate.max_extensions:
-        return None
-    return extension_side(summaries, cfg.targets[0])
-
-
-def extension(cfg: Config, batch_size: int, side: str, extensions: list[dict[str, Any]]) -> dict:
-    """The record of one extension: half the grid's width of new points on `side`."""
-    indices = grid_indices(cfg, batch_size, extensions)
-    width = max(1, (cfg.learning_rate.num - 1) // 2)
-    first, last = ((indices.start - width, indices.start - 1) if side == "low"
-                   else (indices.stop, indices.stop + width - 1))
-    rates = [centered_lr(cfg.learning_rate, batch_size, k) for k in range(first, last + 1)]
-    return {"batch_size": batch_size, "side": side, "first": first, "last": last,
-            "learning_rates": rates, "round": 1 + sum(e["batch_size"] == batch_size for e in extensions)}

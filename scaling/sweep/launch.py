@@ -89,13 +89,14 @@ def task_flags(force: bool, quiet: bool, compile_cache: str | None, no_compile_c
 
 
 def has_work(p: Prepared, units: list[grid.Unit]) -> bool:
-    """Whether a shard's groups hold a run not yet done, or (centred grids) a finished batch
-    size that still extends its learning rates (grid.extension_due)."""
+    """Whether a shard's groups hold a run not yet done, or a finished batch size whose
+    learning-rate search has another round to train."""
     for unit in units:
-        summaries = [store.read_summary(p.out, r.run_id) for r in p.runs_of(unit)]
-        if any(s is None for s in summaries):
+        summaries = {r.run_id: store.read_summary(p.out, r.run_id) for r in p.runs_of(unit)}
+        if any(s is None for s in summaries.values()):
             return True
-        if p.centered and grid.extension_due(p.cfg, unit.batch_size, summaries, p.extensions):
+        if p.searched and unit.schedule is None \
+                and not p.next_round(unit.batch_size, summaries).done:
             return True
     return False
 

@@ -1,6 +1,6 @@
 """A sweep checked before any compute: the devices, the batch sizes, the shard, the folder.
 
-`prepare` returns a `Prepared`: the whole grid (recorded extensions included), each batch
+`prepare` returns a `Prepared`: the whole grid (the search's recorded rounds included), each batch
 size's program spec and arithmetic, and this shard's groups. A results folder written by a
 different config is refused here, with what differs and how to extend a sweep on purpose.
 """
@@ -17,8 +17,9 @@ import yaml
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.config.arithmetic import Arithmetic
-from scaling.sweep import grid
+from scaling.sweep import grid, search
 from scaling.sweep.grid import PlannedRun, Unit, expand
+from scaling.sweep.stopping import axes_key
 from scaling.train import precision
 from scaling.train.spec import GroupSpec, group_spec
 
@@ -72,28 +73,45 @@ class Prepared:
 
     cfg: Config
     out: Path
-    planned: list[PlannedRun]  # the whole grid, recorded extensions included
+    planned: list[PlannedRun]  # the whole grid, the search's recorded rounds included
     specs: dict[int, tuple[GroupSpec, Arithmetic]]
     units: list[Unit]  # this shard's groups of the base grid
-    extensions: list[dict[str, Any]]
+    rounds: list[dict[str, Any]]  # the learning-rate search's rounds (rounds.json)
     runs_axis: int
     data_shards: int
     checkpoint_at: tuple[int, ...] = ()  # steps every group saves (and keeps) its state at
     batch_sizes: list[int] | None = None  # only these batch sizes (scaling train), else all
 
     @property
-    def centered(self) -> bool:
-        return self.cfg.learning_rate.mode == "centered"
+    def searched(self) -> bool:
+        return search.searched(self.cfg)
 
     def runs_of(self, unit: Unit) -> list[PlannedRun]:
-        """A unit's runs; a centred unit is its whole batch size, extensions so far included."""
-        if self.centered:
+        """A unit's runs; a searched batch size's unit is all of it, rounds so far included."""
+        if self.searched and unit.schedule is None:
             return self.batch_runs(unit.batch_size)
         return list(unit.runs)
 
     def batch_runs(self, size: int) -> list[PlannedRun]:
-        rates = grid.batch_learning_rates(self.cfg, size, self.extensions)
+        rates = grid.batch_learning_rates(self.cfg, size, self.rounds)
         return grid.runs_for(self.cfg, size, rates)
+
+    def next_round(self, size: int, finished: dict[str, dict[str, Any]]) -> search.Plan:
+        """The search's next round at a batch size whose runs so far are all `finished`: for
+        each combination of the optimizer axes, what its readings ask for; their union."""
+        runs = self.batch_runs(size)
+        first = grid.first_rates(self.cfg, size)
+        settings = search.settings(self.cfg.learning_rate, first)
+        done = len(search.rounds_of(self.rounds, size))
+        by_axes: dict[tuple, list[search.RunReading]] = {}
+        for r in runs:
+            by_axes.setdefault(axes_key(r), []).append(search.reading(finished[r.run_id],
+                                                                      self.cfg.targets))
+        plans = [search.next_round(readings, self.cfg.targets, settings, done)
+                 for readings in by_axes.values()]
+        rates = sorted({lr for plan in plans for lr in plan.learning_rates})
+        return search.Plan(tuple(rates), plans[0].reasons if len(plans) == 1 else {
+            t: "; ".join(dict.fromkeys(p.reasons[t] for p in plans)) for t in plans[0].reasons})
 
     def cost(self, r: PlannedRun) -> int:
         return self.specs[r.batch_size][1].examples
@@ -110,8 +128,8 @@ def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
                               f"{cfg.batch.sizes}")
     if shard is not None and not 0 <= shard[0] < shard[1]:
         raise ConfigError(f"--shard: got {shard[0]}/{shard[1]}, expected I/N with 0 <= I < N")
-    extensions = store.read_extensions(out) if cfg.learning_rate.mode == "centered" else []
-    planned = expand(cfg, batch_sizes, extensions)
+    rounds = store.read_rounds(out) if search.searched(cfg) else []
+    planned = expand(cfg, batch_sizes, rounds)
     specs = {size: group_spec(cfg, size, data_shards) for size in {r.batch_size for r in planned}}
     examples = {size: arith.examples for size, (_, arith) in specs.items()}
     units = grid.units(cfg, expand(cfg, batch_sizes), examples)
@@ -119,7 +137,7 @@ def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
         units = grid.partition(units, shard[1])[shard[0]]
     check_folder(cfg, out, force)
     return Prepared(cfg=cfg, out=out, planned=planned, specs=specs, units=units,
-                    extensions=extensions, runs_axis=runs_axis, data_shards=data_shards,
+                    rounds=rounds, runs_axis=runs_axis, data_shards=data_shards,
                     batch_sizes=batch_sizes)
 
 

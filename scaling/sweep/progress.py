@@ -115,7 +115,8 @@ class BatchRow:
     runs: int
     done: int
     diverged: int
-    missed: int  # done, not diverged, primary target not reached
+    stopped: int  # stopped as dominated (train.stop_dominated)
+    missed: int  # done, neither diverged nor stopped, primary target not reached
     left: int  # no summary yet
     best_lr: float | None
     steps: float | None  # mean over seeds at the best learning rate
@@ -135,7 +136,8 @@ def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | 
                 if key(r) == size and summaries.get(r.run_id) is not None]
         total = sum(key(r) == size for r in planned)
         diverged = sum(s["status"] == "diverged" for s in done)
-        missed = sum(s["status"] != "diverged" and target is not None  # none without targets
+        stopped = sum(s["status"] == "dominated" for s in done)
+        missed = sum(s["status"] not in ("diverged", "dominated") and target is not None
                      and s["steps_to_target"].get(target) is None for s in done)
         best = best_lr(done, target) if target is not None else None
         lr, steps, examples = None, None, None
@@ -143,7 +145,7 @@ def batch_rows(planned: list[PlannedRun], summaries: dict[str, dict[str, Any] | 
             lr, steps = best
             at_best = [s["examples_to_target"][target] for s in done if s["learning_rate"] == lr]
             examples = sum(at_best) / len(at_best)
-        rows.append(BatchRow(size, total, len(done), diverged, missed, total - len(done), lr,
+        rows.append(BatchRow(size, total, len(done), diverged, stopped, missed, total - len(done), lr,
                              steps, examples, store.mean_throughput(done, "examples_per_s"),
                              store.mean_throughput(done, "mfu")))
     return rows
@@ -199,8 +201,8 @@ def format_progress(rows: list[BatchRow], target: str | None, groups_done: int,
 def format_final(rows: list[BatchRow], target: str | None, out: str) -> str:
     """The end table: per batch size the best LR and its cost to the primary target."""
     name = target or "-"
-    header = ["batch", "best lr", f"steps to {name}", "examples", "diverged", "missed",
+    header = ["batch", "best lr", f"steps to {name}", "examples", "diverged", "stopped", "missed",
               "unfinished", "examples/s", "MFU"]
-    body = [[r.batch_size, r.best_lr, r.steps, r.examples, r.diverged, r.missed, r.left,
+    body = [[r.batch_size, r.best_lr, r.steps, r.examples, r.diverged, r.stopped, r.missed, r.left,
              r.examples_per_s, None if r.mfu is None else f"{100 * r.mfu:.2g}%"] for r in rows]
     return text_table(header, body) + f"\nresults in {out}"

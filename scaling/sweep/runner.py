@@ -3,8 +3,9 @@
 The grid is batch sizes x learning rates x seeds. Runs at one batch size share a compiled
 program and train as vmapped groups (at most train.max_group_size runs each). Finished runs
 (summary.json present) are skipped, so running the same command again resumes a killed sweep.
-`shard=(i, n)` trains only this host's share of the groups (scaling.sweep.grid.partition); a
-centred learning-rate grid grows at its edges after a batch size finishes (extensions.json).
+`shard=(i, n)` trains only this host's share of the groups (scaling.sweep.grid.partition).
+With the learning-rate search on, a batch size that finishes its first grid trains further
+rounds of learning rates until each target's optimum is bracketed (rounds.json).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 from scaling import config as config_mod, store
 from scaling.config import Config
 from scaling.config.arithmetic import for_config, format_table
-from scaling.sweep import grid, progress, segments
+from scaling.store.cost import cost, cost_line
+from scaling.sweep import progress, search, segments
 from scaling.sweep.grid import expand
 from scaling.sweep.prepare import Prepared, prepare
 from scaling.sweep.session import Session
@@ -40,8 +42,8 @@ def describe(p: Prepared) -> str:
         lines.append(f"{unit.label} group {unit.index}: {len(runs)} runs, "
                      f"{sum(done)} done, {len(runs) - sum(done)} to train")
         lines += [f"  {'done ' if d else 'to do'}  {r.run_id}" for r, d in zip(runs, done)]
-    lines += [f"extension: batch {e['batch_size']} {e['side']} side, learning rates "
-              + ", ".join(f"{lr:.4g}" for lr in e["learning_rates"]) for e in p.extensions]
+    lines += [f"search: batch {r['batch_size']} round {r['round']}, learning rates "
+              + ", ".join(f"{lr:.4g}" for lr in r["learning_rates"]) for r in p.rounds]
     device = memory.device_limit(p.cfg.train.memory_limit_gb)
     if device is not None:
         lines.append(f"memory: {device / memory.GB:.3g} GB per device; the sweep compiles each "
@@ -52,9 +54,13 @@ def describe(p: Prepared) -> str:
 def final_table(p: Prepared) -> str:
     """The end table over the whole grid (every shard's runs) as it stands on disk."""
     target = p.cfg.targets[0] if p.cfg.targets else None
-    planned = expand(p.cfg, p.batch_sizes, store.read_extensions(p.out) if p.centered else [])
+    planned = expand(p.cfg, p.batch_sizes, store.read_rounds(p.out) if p.searched else [])
     summaries = {r.run_id: store.read_summary(p.out, r.run_id) for r in planned}
-    return progress.format_final(progress.batch_rows(planned, summaries, target), target, str(p.out))
+    spent = cost_line(cost([{"summary": s, "config": {}} for s in summaries.values() if s],
+                           {b: arith.examples for b, (_, arith) in p.specs.items()}))
+    table = progress.format_final(progress.batch_rows(planned, summaries, target), target,
+                                  str(p.out))
+    return table + (f"\n{spent}" if spent else "")
 
 
 def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
@@ -81,32 +87,31 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
             if i + 1 < len(p.units):
                 session.compile_ahead(todo(p.units[i + 1]), runs)
             summaries += session.train(runs)
-            if p.centered:
-                summaries += _extend(session, unit.batch_size)
+            if p.searched and unit.schedule is None:
+                summaries += _search(session, unit.batch_size)
     finally:
         session.close()
     return summaries
 
 
-def _extend(session: Session, size: int) -> list[dict[str, Any]]:
-    """Grow a centred grid at the edge holding the optimum, train the new points, repeat."""
+def _search(session: Session, size: int) -> list[dict[str, Any]]:
+    """The learning-rate search of one batch size: once all its runs so far are done, plan the
+    next round (scaling.sweep.search), record it in rounds.json and train it as one vmapped
+    group (the same seeds, so the same data order and noise as every earlier round), until
+    each target's optimum is bracketed at the resolution or the round limit is reached."""
     p, summaries = session.p, []
-    while p.cfg.targets:
-        runs = p.batch_runs(size)
-        todo = [r for r in runs if r.run_id not in session.finished]
+    while True:
+        todo = [r for r in p.batch_runs(size) if r.run_id not in session.finished]
         if todo:
             summaries += session.train(todo)
             continue
-        side = grid.extension_due(p.cfg, size, [session.finished[r.run_id] for r in runs],
-                                  p.extensions)
-        if side is None:
-            break
-        record = grid.extension(p.cfg, size, side, p.extensions)
-        p.extensions.append(record)
-        if is_leader():
-            store.add_extension(p.out, record)
-            session.say(f"batch {size}: best learning rate at the {side} edge of the grid; "
-                        "extending with " + ", ".join(f"{lr:.4g}" for lr in record["learning_rates"]))
-    return summaries
-
-
+        plan = p.next_round(size, session.finished)
+        if plan.done:
+            session.say(f"batch {size}: search done: " + "; ".join(
+                f"{t}: {why}" for t, why in plan.reasons.items()))
+            return summaries
+        number = len(search.rounds_of(p.rounds, size)) + 1
+        record = search.round_record(size, number, plan)
+        p.rounds.append(store.add_round(p.out, record) if is_leader() else record)
+        session.say(f"batch {size}: search round {number}: learning rates "
+                    + ", ".join(f"{lr:.4g}" for lr in plan.learning_rates))

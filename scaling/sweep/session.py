@@ -25,6 +25,7 @@ from scaling.store.records import run_config, run_summary
 from scaling.sweep import progress, schedule, segments
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.prepare import Prepared
+from scaling.sweep.stopping import Dominance
 from scaling.sweep.trackers import TrackerSink, open_trackers
 from scaling.sweep.writer import Writer, arithmetic_count
 from scaling.tasks import build_task
@@ -222,15 +223,17 @@ class Session:
                      len(group), start.first_step)
         mode = "new" if start is None else "resume"
         start = start or start_mod.fresh(program, runs, ctx.data, ctx.eval_data, self.p.runs_axis)
-        sinks = self.sinks(group, arith, mode, arithmetic_count(arith, self._tokens()),
-                           progress.GroupProgress(self.shown_here(), f"batch {size}: {len(group)} runs",
-                                                  arith.total_steps, size, len(group),
-                                                  start.first_step))
+        bar = progress.GroupProgress(self.shown_here(), f"batch {size}: {len(group)} runs",
+                                     program.spec.last_step, size, len(group), start.first_step)
+        sinks = self.sinks(group, arith, mode, arithmetic_count(arith, self._tokens()), bar)
+        stopper = self._dominance(group)
         feed = None if not ctx.host_data else stream.HostStream(
             program.spec, ctx.task.train_arrays(), [r.spec.seed for r in group], program.new_perm,
             ctx.mesh)
         try:
-            end = run_group(program, start, ctx.data, ctx.eval_data, sinks, feed, checkpoints)
+            end = run_group(program, start, ctx.data, ctx.eval_data,
+                            sinks + ([stopper] if stopper else []), feed, checkpoints,
+                            stopper=stopper)
         except BaseException:
             close_all(sinks)
             raise
@@ -239,11 +242,22 @@ class Session:
                 feed.close()
         writer = sinks[0]
         summaries = self.summaries(group, end.results, writer.written, writer.wall_s, end.compile_s,
-                                   self._speed(program, end))
+                                   _speed(program, end, ctx.data), _stopped(end, stopper))
         finish_all(sinks, summaries)
         if checkpoints is not None:
             checkpoints.finish()
         return summaries
+
+    def _dominance(self, group: list[PlannedRun]) -> Dominance | None:
+        """The group's stopper of dominated runs (train.stop_dominated, with targets that stop
+        runs), comparing it with the batch size's runs that trained in other groups."""
+        cfg = self.p.cfg
+        if not (cfg.train.stop_dominated and cfg.targets and cfg.train.stop_at_targets):
+            return None
+        ids = {r.run_id for r in group}
+        others = [(r, self.finished[r.run_id]) for r in self.p.batch_runs(group[0].batch_size)
+                  if r.run_id in self.finished and r.run_id not in ids]
+        return Dominance(cfg, self.p.out, group, others)
 
     def _checkpoints(self, program: GroupProgram, group: list[PlannedRun]
                      ) -> GroupCheckpoints | None:
@@ -297,23 +311,19 @@ class Session:
         arith = self.p.specs[group[0].batch_size][1]
         for i, (r, res) in enumerate(zip(group, results)):
             more = dict(extra[i]) if extra else {}
-            examples = more.pop("examples") if extra else arith.examples_at(res.steps)
-            tokens = more.pop("tokens") if extra else None if tpe is None else examples * tpe
+            examples = more.pop("examples") if "examples" in more else arith.examples_at(res.steps)
+            tokens = (more.pop("tokens") if "tokens" in more
+                      else None if tpe is None else examples * tpe)
+            if not r.schedule:
+                more["extension_steps"] = max(res.steps - arith.total_steps, 0)
             out.append(run_summary(
                 r.run_id, res.status, rows[i], batch_size=r.batch_size, spec=r.spec,
                 steps=res.steps, examples=examples, tokens=tokens, targets=cfg.targets,
-                reach=cfg.reached.reach, task=cfg.task.name, optimizer=cfg.optimizer.name,
+                reach=cfg.reached.reach, clip=cfg.budget.extension_factor <= 1,
+                task=cfg.task.name, optimizer=cfg.optimizer.name,
                 wall_s=round(wall_s, 3), compile_s=round(compile_s, 3),
                 group_size=len(group), throughput=speed, **more))
         return out
-
-    def _speed(self, program: GroupProgram, end: GroupEnd) -> dict[str, Any]:
-        """The group's throughput over its training seconds (compile time apart)."""
-        ctx = self.context
-        return throughput.figures(sum(r.steps for r in end.results), program.spec.batch_size,
-                                  end.train_s, program.model_flops(ctx.data),
-                                  program.mesh.devices.flat[0], program.mesh.devices.size,
-                                  program.precision)
 
 
 def group_key(program: GroupProgram, group: list[PlannedRun]) -> str:
@@ -321,3 +331,17 @@ def group_key(program: GroupProgram, group: list[PlannedRun]) -> str:
     is only ever resumed by the same runs compiled the same way."""
     text = json.dumps([repr(program.spec), program.precision, [r.run_id for r in group]])
     return f"batch{group[0].batch_size}-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _stopped(end: GroupEnd, stopper: Dominance | None) -> list[dict[str, Any]]:
+    """Per run, what its summary adds: steps_censored where it stopped as dominated."""
+    return [{"steps_censored": stopper.censored(i)} if res.status == "dominated" else {}
+            for i, res in enumerate(end.results)]
+
+
+def _speed(program: GroupProgram, end: GroupEnd, data: Any) -> dict[str, Any]:
+    """The group's throughput over its training seconds (compile time apart)."""
+    return throughput.figures(sum(r.steps for r in end.results), program.spec.batch_size,
+                              end.train_s, program.model_flops(data),
+                              program.mesh.devices.flat[0], program.mesh.devices.size,
+                              program.precision)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -44,39 +44,48 @@ class GroupEnd:
     packing: Packing
 
 
+class Stopper(Protocol):
+    """Decides on the host which runs stop early (scaling.sweep.search: runs that can no
+    longer be their batch size's best learning rate)."""
+
+    def decide(self, running: np.ndarray) -> np.ndarray:
+        """Per run of the group, in run order, whether it stops now; `running`: which still
+        train as of the chunk just folded in."""
+
+
 def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
               sinks: Sequence[Sink], stream: HostStream | None = None,
-              checkpoints: GroupCheckpoints | None = None, until: int | None = None) -> GroupEnd:
+              checkpoints: GroupCheckpoints | None = None, until: int | None = None,
+              stopper: Stopper | None = None) -> GroupEnd:
     """Train a group from `start` until its runs stop, or until step `until` (runs still
     training then end with status "running").
 
     With spec.repack, the state shrinks to the runs still running when they fit a smaller
     width (scaling.train.repack). With a `stream` (data.placement: host) each chunk's batches
     come from it. With `checkpoints`, the state is saved at the chunk boundaries where one is
-    due, its rows written first so the files and the state agree.
+    due, its rows written first so the files and the state agree. A `stopper` is asked after
+    each chunk is folded in (one chunk behind the device, as the packing is, so a group resumed
+    from a checkpoint stops the same runs at the same steps); the runs it names stop with
+    status "dominated" from the chunk after the next.
     """
     spec, packing, rs = program.spec, start.packing, start.state
     clock = _Clock(program, start.wall_s)
-    start_all(sinks, start.first_step)
-    pending: _Chunk | None = None
-    if start.first_rows is not None:
-        _Chunk(start.first_rows, packing.slots).write(packing, clock, sinks)
-    elif start.seen is not None:
-        pending = _Chunk(None, start.seen[1], start.seen[0])
-    seeds = [r.seed for r in start.runs]
+    pending = _begin(start, clock, sinks)
     keys: set = set()
-    end = spec.total_steps if until is None else min(until, spec.total_steps)
+    end = spec.last_step if until is None else min(until, spec.last_step)
     for first in range(start.first_step, end, spec.chunk_steps):
         rs = _repack(program, rs, packing)
         chunk_data, slots = data, None
         if stream is not None:
             chunk_data = stream.get(first)
-            slots = stream.slots([seeds[max(s, 0)] for s in packing.slots])
+            slots = stream.slots([start.runs[max(s, 0)].seed for s in packing.slots])
         rs, rows = clock.chunk(rs, chunk_data, eval_data, first, slots, end)
         keys.add(program.compile_key(len(packing.slots), chunk_data))
-        if pending is not None and pending.fold(packing, clock, sinks):
-            pending = None
-            break
+        if pending is not None:
+            if pending.fold(packing, clock, sinks):
+                pending = None
+                break
+            rs = _stop(program, rs, packing, stopper)
         pending = _Chunk(rows, packing.slots)
         after = first + spec.chunk_steps
         if checkpoints is not None and after < end and checkpoints.due(after):
@@ -93,6 +102,27 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
                for i in range(packing.num_runs)]
     return GroupEnd(results, sum(program.compile_s[k] for k in keys), clock.train_s(), rs,
                     packing)
+
+
+def _begin(start: Start, clock: "_Clock", sinks: Sequence[Sink]) -> "_Chunk | None":
+    """The sinks told the group starts; a fresh group's step-0 rows written; a resumed
+    group's last chunk, its rows written before, to fold in after the next dispatch."""
+    start_all(sinks, start.first_step)
+    if start.first_rows is not None:
+        _Chunk(start.first_rows, start.packing.slots).write(start.packing, clock, sinks)
+    elif start.seen is not None:
+        return _Chunk(None, start.seen[1], start.seen[0])
+    return None
+
+
+def _stop(program: GroupProgram, rs: RunState, packing: Packing,
+          stopper: Stopper | None) -> RunState:
+    """The state with the runs the stopper names marked stopped."""
+    if stopper is None:
+        return rs
+    stop = np.asarray(stopper.decide(packing.running.copy()), bool)
+    slots = np.array([s != PAD and stop[s] for s in packing.slots])
+    return program.stop(rs, slots) if slots.any() else rs
 
 
 def _repack(program: GroupProgram, rs: RunState, packing: Packing) -> RunState:

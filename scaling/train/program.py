@@ -36,6 +36,7 @@ class GroupProgram(RunStep):
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
         self._take = jax.jit(self._take_fn)
+        self._stop = jax.jit(self._stop_fn)
         self._start_from = jax.jit(self._start_from_fn, static_argnums=(5, 6))
         # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
         # compile seconds, chunks run.
@@ -66,10 +67,10 @@ class GroupProgram(RunStep):
         `slots` each run's seed among them."""
         spec = self.spec
         steps = first_step + jnp.arange(spec.chunk_steps)
-        end = jnp.minimum(end_step, spec.total_steps)
-        after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None, None))
+        end = jnp.minimum(end_step, spec.last_step)
+        after_eval = self._vmap(self._after_eval, (0, None, None, None, None, None))
         row_shape = jax.eval_shape(
-            lambda r: after_eval(r, data, eval_data, sched, steps[0], False, False)[1], rs)
+            lambda r: after_eval(r, data, eval_data, sched, steps[0], False)[1], rs)
         train_step = self._vmap(self._train_step, (0, None, None, 0, 0))
 
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
@@ -88,13 +89,18 @@ class GroupProgram(RunStep):
             point = step + 1
             rs, row = jax.lax.cond(
                 sched.index[point] >= 0,
-                lambda r: after_eval(r, data, eval_data, sched, point, point == spec.total_steps,
-                                     sched.hessian[point]),
+                lambda r: after_eval(r, data, eval_data, sched, point, sched.hessian[point]),
                 lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), row_shape)), rs)
             return rs, dict(row, status=rs.status)
 
         rs, rows = jax.lax.scan(body, rs, steps)
         return self._shard_runs(rs), self._replicate(rows)
+
+    def _stop_fn(self, rs: RunState, stop: jax.Array) -> RunState:
+        """The running runs in slots `stop` marked dominated: they train no further."""
+        running = rs.status == Status.RUNNING
+        return self._shard_runs(rs._replace(
+            status=jnp.where(stop & running, Status.DOMINATED, rs.status).astype(jnp.int32)))
 
     def _take_fn(self, rs: RunState, take: jax.Array, pad: jax.Array) -> RunState:
         """The runs in slots `take` (every leaf, optimizer state and keys included), pads marked."""
@@ -159,6 +165,10 @@ class GroupProgram(RunStep):
     def _final_fn(self, rs: RunState) -> dict:
         return self._replicate({"status": rs.status, "steps": rs.steps})
 
+    def stop(self, rs: RunState, slots: np.ndarray) -> RunState:
+        """The group with the runs in the slots marked by `slots` (bools) stopped as dominated."""
+        return self._stop(rs, jnp.asarray(slots))
+
     def take(self, rs: RunState, take: np.ndarray, pad: np.ndarray) -> RunState:
         """A smaller group: the state's slots `take`, the `pad` ones marked Status.PADDING."""
         return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
@@ -189,7 +199,7 @@ class GroupProgram(RunStep):
         `end_step`: no step at or past it is taken (default: the spec's total steps)."""
         width = int(rs.status.shape[0])
         slots = np.zeros(width, np.int32) if slots is None else slots
-        end = self.spec.total_steps if end_step is None else end_step
+        end = self.spec.last_step if end_step is None else end_step
         args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
                 jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32))
         key = self.compile_key(width, data)

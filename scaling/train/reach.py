@@ -68,11 +68,13 @@ def _fresh(u: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 class ReachState(NamedTuple):
-    """One run's view of its targets: settled[j] once target j's crossing is known; streak[j]
+    """One run's view of its targets: settled[j] once target j's crossing is known; crossed[j]
+    once some evaluation met target j (its reading may still wait for a window); streak[j]
     the step the current stretch meeting target j began (-1: none; sustained); values and cum
     the metric at each evaluation point and its curve's running integral (smoothed)."""
 
     settled: jax.Array
+    crossed: jax.Array
     streak: jax.Array
     values: jax.Array
     cum: jax.Array
@@ -80,7 +82,8 @@ class ReachState(NamedTuple):
 
 def init(num_targets: int, num_points: int, reach: Reach) -> ReachState:
     slots = num_points if reach.rule == "smoothed" else 1
-    return ReachState(jnp.zeros(num_targets, bool), jnp.full(num_targets, -1.0, jnp.float32),
+    return ReachState(jnp.zeros(num_targets, bool), jnp.zeros(num_targets, bool),
+                      jnp.full(num_targets, -1.0, jnp.float32),
                       jnp.zeros((num_targets, slots), jnp.float32),
                       jnp.zeros((num_targets, slots), jnp.float32))
 
@@ -89,10 +92,11 @@ def update(state: ReachState, reach: Reach, targets: tuple[tuple[str, str, float
            metrics: dict[str, jax.Array], step: jax.Array, point: jax.Array, sched: Schedule,
            here: jax.Array) -> ReachState:
     """Fold in the evaluation at `step` (point number `point`) for a run recorded `here`."""
-    settled, streak, values, cum = state
+    settled, crossed, streak, values, cum = state
     for j, (metric, op, value) in enumerate(targets):
         current = metrics[reach.column(metric)]
         hit = meets(current, op, value)
+        crossed = crossed.at[j].set(crossed[j] | (here & hit))
         now = hit
         if reach.rule == "sustained":
             start = jnp.where(hit, jnp.where(streak[j] < 0, step.astype(jnp.float32), streak[j]), -1.0)
@@ -104,7 +108,7 @@ def update(state: ReachState, reach: Reach, targets: tuple[tuple[str, str, float
             cum = cum.at[j].set(jnp.where(here, row_c, cum[j]))
             now = (point == 0) & hit | _window_met(row_v, row_c, sched, point, op, value)
         settled = settled.at[j].set(settled[j] | (here & now))
-    return ReachState(settled, streak, values, cum)
+    return ReachState(settled, crossed, streak, values, cum)
 
 
 def _record(values: jax.Array, cum: jax.Array, current: jax.Array, point: jax.Array,
@@ -128,4 +132,10 @@ def _window_met(values: jax.Array, cum: jax.Array, sched: Schedule, point: jax.A
 def all_settled(state: ReachState) -> jax.Array:
     """Every target's crossing known (False without targets)."""
     return jnp.all(state.settled) if state.settled.shape[0] else jnp.asarray(False)
+
+
+def unconfirmed(state: ReachState) -> jax.Array:
+    """Some target met at an evaluation whose reading is not yet decided (its window, for
+    the smoothed and sustained rules, still open): what a reading extension waits for."""
+    return jnp.any(state.crossed & ~state.settled)
 

@@ -26,6 +26,7 @@ class Status(enum.IntEnum):
     DIVERGED = 2
     BUDGET_EXHAUSTED = 3
     PADDING = 4  # a slot that only fills the group to a multiple of the runs axis
+    DOMINATED = 5  # stopped by the host: it can no longer be its batch size's best rate
 
     @property
     def label(self) -> str:
@@ -117,12 +118,15 @@ class LRSchedule:
 
 @dataclass(frozen=True)
 class Stopping:
-    """When a run stops before its budget: the targets under a reading rule, and divergence."""
+    """When a run stops before its budget: the targets under a reading rule, and divergence;
+    and past it: `extension` (budget.reading_extension, 1: off) lets a run whose target is
+    crossed but whose reading is not yet confirmed go on, to at most that factor of its steps."""
 
     targets: tuple[tuple[str, str, float], ...] = ()
     stop_at_targets: bool = True
     divergence_factor: float = 10.0
     reach: Reach = Reach()
+    extension: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -175,8 +179,18 @@ class GroupSpec:
         return self.data.layout
 
     @property
+    def last_step(self) -> int:
+        """The last step any run may take: the budget's, or past it by the reading extension."""
+        return int(math.floor(self.total_steps * max(self.stopping.extension, 1.0)))
+
+    @property
     def eval_points(self) -> np.ndarray:
-        return self.evaluation.points(self.total_steps)
+        """The budget's evaluation points, and the extension's beyond it on the same spacing."""
+        points = self.evaluation.points(self.total_steps)
+        if self.last_step == self.total_steps:
+            return points
+        beyond = self.evaluation.points(self.last_step)
+        return np.union1d(points, beyond[beyond > self.total_steps])
 
     @property
     def measures(self) -> bool:
@@ -236,7 +250,9 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         chunk_steps=min(cfg.train.chunk_steps, arith.total_steps),
         schedule=LRSchedule(cfg.schedule.name, arith.warmup_steps, cfg.schedule.final_fraction),
         stopping=Stopping(tuple(parse_target(t) for t in cfg.targets), cfg.train.stop_at_targets,
-                          cfg.train.divergence_factor, cfg.reached.reach),
+                          cfg.train.divergence_factor, cfg.reached.reach,
+                          cfg.budget.extension_factor if cfg.targets and cfg.train.stop_at_targets
+                          else 1.0),
         noise=NoiseSpec(g.enabled, g.ema_decay, g.hessian_every if g.enabled else 0, g.every,
                         g.enabled and g.preconditioned),
         evaluation=EvalSpec(cfg.eval.every, cfg.eval.points_per_decade, cfg.eval.ema_decay),

@@ -55,7 +55,7 @@ class RunStep:
         self.precision = precision.here(spec.precision)  # train.precision on this platform
         self.loss, self.evaluate = precision.in_compute_dtype(task.per_example_loss,
                                                               task.evaluate, self.precision)
-        self.schedule = reach.schedule(spec.eval_points, spec.total_steps + spec.chunk_steps + 1,
+        self.schedule = reach.schedule(spec.eval_points, spec.last_step + spec.chunk_steps + 1,
                                        spec.noise.hessian_every, spec.stopping.reach)
 
     @property
@@ -127,7 +127,7 @@ class RunStep:
             reach=reach.init(len(spec.stopping.targets), len(spec.eval_points), spec.stopping.reach),
             ema_params=None if spec.evaluation.param_ema is None else jax.tree.map(jnp.zeros_like, params))
         return self._after_eval(rs, data, eval_data, self.schedule, jnp.zeros((), jnp.int32),
-                                jnp.asarray(spec.total_steps == 0), jnp.asarray(False))
+                                jnp.asarray(False))
 
     def _train_step(self, rs: RunState, data: Any, step: jax.Array, live: jax.Array,
                     slot: jax.Array) -> RunState:
@@ -156,8 +156,7 @@ class RunStep:
             noise=noise)
 
     def _after_eval(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
-                    point: jax.Array, is_last: jax.Array, hessian: jax.Array
-                    ) -> tuple[RunState, dict[str, jax.Array]]:
+                    point: jax.Array, hessian: jax.Array) -> tuple[RunState, dict[str, jax.Array]]:
         """Metrics at an evaluation point, then target, divergence and budget bookkeeping."""
         spec = self.spec
         metrics = self._evaluate(rs, eval_data)
@@ -167,8 +166,8 @@ class RunStep:
         start_loss = jnp.where(point == 0, metrics["eval_loss"], rs.start_loss)
         targets = reach.update(rs.reach, spec.stopping.reach, spec.stopping.targets, metrics, point,
                                sched.index[point], sched, here)
-        status = next_status(spec, rs.status, metrics["eval_loss"], start_loss, here, is_last,
-                             reach.all_settled(targets))
+        status = next_status(spec, rs.status, metrics["eval_loss"], start_loss, here, point,
+                             reach.all_settled(targets), reach.unconfirmed(targets))
         row = dict(metrics, step=rs.steps, recorded=here, status=status, lr=opt_lr(rs),
                    train_loss=jnp.where(rs.loss_count > 0, rs.loss_sum / jnp.maximum(rs.loss_count, 1),
                                         jnp.nan),
@@ -180,16 +179,21 @@ class RunStep:
         return rs, row
 
 def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,
-                here: jax.Array, is_last: jax.Array, all_hit: jax.Array) -> jax.Array:
-    """A run recorded `here`: diverged (loss not finite, or above divergence_factor x its start),
-    completed (every target decided reached, when runs stop at targets; or at the end with
-    every target, or no targets), out of budget at the end, or still running."""
+                here: jax.Array, point: jax.Array, all_hit: jax.Array,
+                unconfirmed: jax.Array) -> jax.Array:
+    """A run recorded `here` at step `point`: diverged (loss not finite, or above
+    divergence_factor x its start), completed (every target decided reached, when runs stop at
+    targets; or at its end with every target, or no targets), out of budget at its end, or
+    still running. Its end is the budget's last step, or, with a reading extension, the first
+    evaluation past it where no target waits for its reading (at most spec.last_step)."""
     blown = ~jnp.isfinite(loss) | (loss > spec.stopping.divergence_factor * start_loss)
     status = jnp.where(here & blown, Status.DIVERGED, status)
     done_targets = here & all_hit & spec.stopping.stop_at_targets & (status == Status.RUNNING)
     status = jnp.where(done_targets, Status.COMPLETED, status)
-    at_end = here & is_last & (status == Status.RUNNING)
-    status = jnp.where(at_end & (all_hit | (len(spec.stopping.targets) == 0)), Status.COMPLETED, status)
+    waits = unconfirmed & (point < spec.last_step)
+    at_end = here & (point >= spec.total_steps) & ~waits & (status == Status.RUNNING)
+    no_targets = len(spec.stopping.targets) == 0
+    status = jnp.where(at_end & (all_hit | no_targets), Status.COMPLETED, status)
     return jnp.where(at_end & (status == Status.RUNNING), Status.BUDGET_EXHAUSTED, status)
 
 

@@ -79,7 +79,7 @@ class HostStream:
         steps past the end of training take example 0 (no run trains there)."""
         spec, size, per_epoch = self.spec, self.spec.batch_size, self.spec.data.steps_per_epoch
         out = np.zeros((len(self.seeds), spec.chunk_steps, size), np.int64)
-        for t, step in enumerate(range(first, min(first + spec.chunk_steps, spec.total_steps))):
+        for t, step in enumerate(range(first, min(first + spec.chunk_steps, spec.last_step))):
             start = (step % per_epoch) * size
             for i in range(len(self.seeds)):
                 out[i, t] = self.perm(i, step // per_epoch)[start:start + size]
@@ -96,7 +96,7 @@ class HostStream:
         """The chunk at `first` on the devices; starts the next one on the background thread."""
         current = self.ahead.pop(first, None) or self.pool.submit(self._build, first)
         following = first + self.spec.chunk_steps
-        if following < self.spec.total_steps and following not in self.ahead:
+        if following < self.spec.last_step and following not in self.ahead:
             self.ahead[following] = self.pool.submit(self._build, following)
         return current.result()
 

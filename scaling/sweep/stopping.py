@@ -1,0 +1,85 @@
+"""Stopping runs that can no longer be their batch size's best learning rate (train.stop_dominated).
+
+A `Dominance` is a sink of one group (it keeps its runs' rows, counted) and the group's stopper
+(scaling.train.loop.Stopper): after each chunk the loop folds in, it reads every run of the
+batch size, this group's from their rows and the others' from their summaries, and names the
+running runs scaling.sweep.search.dominated says may stop. Runs are compared only with runs of
+the same optimizer scalars (grid axes other than the learning rate), as the analysis does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from scaling import store
+from scaling.config import Config
+from scaling.sweep import search
+from scaling.sweep.grid import PlannedRun
+from scaling.train.sinks import Records, Sink
+
+
+def axes_key(run: PlannedRun) -> tuple:
+    """The optimizer scalars a run shares with the runs it is compared with."""
+    s = run.spec
+    return (s.momentum, s.weight_decay, s.b1, s.b2, s.eps)
+
+
+def diverged(rows: list[dict[str, Any]], factor: float) -> bool:
+    """The engine's divergence test on the rows so far (its eval_loss not finite, or above
+    `factor` times its first)."""
+    losses = [r.get("eval_loss") for r in rows if "eval_loss" in r]
+    if not losses:
+        return False
+    last = losses[-1]
+    return last is None or not math.isfinite(last) or last > factor * losses[0]
+
+
+class Dominance(Sink):
+    """One group's runs watched for domination; `others` are the summaries of the batch size's
+    runs that trained in other groups (earlier rounds, other groups of a split batch size)."""
+
+    def __init__(self, cfg: Config, out: Any, group: list[PlannedRun],
+                 others: list[tuple[PlannedRun, dict[str, Any]]]) -> None:
+        self.cfg, self.out, self.group = cfg, out, group
+        self.kept: list[list[dict[str, Any]]] = [[] for _ in group]
+        self.stopped = np.zeros(len(group), bool)
+        self.others = [(axes_key(r), search.reading(s, cfg.targets)) for r, s in others]
+
+    def start(self, first_step: int) -> None:
+        """A group resumed from a checkpoint reads its rows up to it, as its writer does."""
+        if first_step > 0:
+            self.kept = [store.rows_until(self.out, r.run_id, first_step) for r in self.group]
+
+    def rows(self, records: Records, wall_s: float, running: int) -> None:
+        for mine, rows in zip(self.kept, records):
+            mine.extend(rows)
+
+    def reading(self, i: int, running: bool) -> search.RunReading:
+        """Run i of the group as the search reads it now."""
+        r, cfg = self.group[i], self.cfg
+        status = ("running" if running or self.stopped[i] else
+                  "diverged" if diverged(self.kept[i], cfg.train.divergence_factor) else "ended")
+        reading = search.from_rows(r.spec.learning_rate, r.spec.seed, self.kept[i], cfg.targets,
+                                   cfg.reached.reach, status)
+        return reading if running else dataclasses.replace(reading, running=False)
+
+    def decide(self, running: np.ndarray) -> np.ndarray:
+        running, stop = np.asarray(running, bool), np.zeros(len(self.group), bool)
+        for key in {axes_key(r) for r in self.group}:
+            mine = [i for i, r in enumerate(self.group) if axes_key(r) == key]
+            readings = [self.reading(i, bool(running[i])) for i in mine]
+            others = [reading for k, reading in self.others if k == key]
+            verdict = search.dominated(others + readings, self.cfg.targets,
+                                       self.cfg.train.dominated_margin)[len(others):]
+            stop[mine] = np.asarray(verdict, bool) & running[mine]
+        self.stopped |= stop
+        return stop
+
+    def censored(self, i: int) -> dict[str, float]:
+        """summary.json's steps_censored of run i, stopped as dominated: per target it had
+        not reached, the steps its own would have exceeded."""
+        return search.censored_steps(self.reading(i, True))

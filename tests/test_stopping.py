@@ -1,0 +1,100 @@
+"""Stopping runs that can no longer win (scaling.sweep.stopping, train.stop_dominated): the same
+sweep with stopping on and off picks the same best learning rate, with the same steps, at every
+batch size and target; the stopped runs are censored, never missing, and cost less."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scaling import store
+from scaling.analysis import analyze as A
+from scaling.sweep import runner
+from scaling.sweep.grid import PlannedRun
+from scaling.sweep.stopping import Dominance, diverged
+from scaling.train.spec import RunSpec
+
+NQM = {"task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
+       "batch": {"sizes": [8, 32]}, "learning_rate": {"min": 0.01, "max": 1.0, "num": 3,
+                                                      "max_rounds": 2},
+       "budget": {"max_examples": 8000}, "targets": ["eval_loss<=0.3", "eval_loss<=0.1"],
+       "seeds": [0, 1], "eval": {"every": 5}, "train": {"chunk_steps": 10}}
+
+
+def _points(out) -> dict:
+    a = A.analyze(out, bootstrap=0)
+    return {(t["name"], p["batch_size"]): (p["best_lr"], p["steps"], p["optimum"]["steps"])
+            for t in a["targets"] for p in t["points"]}
+
+
+@pytest.mark.slow
+def test_stopping_changes_neither_the_best_rate_nor_its_steps(tmp_path, config_from):
+    on = runner.run(config_from(NQM), tmp_path / "on", quiet=True)
+    off = runner.run(config_from(NQM, train={"stop_dominated": False, "chunk_steps": 10}),
+                     tmp_path / "off", quiet=True)
+    assert {s["run_id"] for s in on} == {s["run_id"] for s in off}, "the same rounds"
+    stopped = [s for s in on if s["status"] == "dominated"]
+    assert stopped and not [s for s in off if s["status"] == "dominated"]
+    assert _points(tmp_path / "on") == _points(tmp_path / "off")
+    trained = lambda runs: sum(s["examples"] for s in runs)
+    assert trained(on) < trained(off)
+    by_id = {s["run_id"]: s for s in off}
+    for s in stopped:
+        assert s["steps"] < by_id[s["run_id"]]["steps"]
+        assert s["steps_censored"], "a stopped run says which targets it had not reached"
+        for target, bound in s["steps_censored"].items():
+            assert s["steps_to_target"][target] is None
+            truth = by_id[s["run_id"]]["steps_to_target"][target]
+            assert truth is None or truth > bound, "the censored value is a true lower bound"
+
+
+@pytest.mark.slow
+def test_stopped_runs_appear_censored_in_the_analysis_and_the_report(tmp_path, config_from):
+    out = tmp_path / "o"
+    runner.run(config_from(NQM), out, quiet=True)
+    assert main_analyze(out) == 0
+    analysis = json.loads((out / "analysis.json").read_text())
+    censored = [r for r in analysis["runs"] if r["status"] == "dominated"]
+    assert censored
+    for r in censored:
+        bounds = {t: b for t, b in r["steps_censored"].items() if b is not None}
+        assert bounds and all(r["reading"][t] == "censored" and r["steps_to_target"][t] is None
+                              for t in bounds)
+    report = (out / "report.md").read_text()
+    assert "> " in report and "dominated" in report
+    assert analysis["cost"]["dominated_runs"] == len(censored)
+    assert 0 < analysis["cost"]["share_saved_at_most"] < 1
+
+
+def main_analyze(out) -> int:
+    from scaling.cli.main import main
+    return main(["analyze", str(out), "--bootstrap", "20", "--quiet"])
+
+
+def _run(lr: float, seed: int) -> PlannedRun:
+    return PlannedRun(f"bs8-lr{lr}-seed{seed}", 8, RunSpec(lr, seed))
+
+
+def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_go_on(
+        config_from):
+    """Rows worked by hand, rule `first`: at 0.1 both seeds reach 0.3 at step 10; at 0.03, still
+    above it at step 40 (a lower bound of 40 > 1.1 x 10); 0.01 and 0.03 are not the best's
+    neighbours once 0.05 has been tried, so only the best's neighbours and itself go on."""
+    cfg = config_from(NQM, targets=["eval_loss<=0.3"], reached={"rule": "first"})
+    group = [_run(lr, s) for lr in (0.01, 0.03) for s in (0, 1)]
+    done = {lr: {"learning_rate": lr, "seed": s, "status": "completed",
+                 "steps_to_target": {"eval_loss<=0.3": steps}}
+            for lr, steps in ((0.05, 12.0), (0.1, 10.0), (0.3, 11.0)) for s in (0, 1)}
+    others = [(_run(lr, 0), s) for lr, s in done.items()] + [(_run(lr, 1), s) for lr, s in done.items()]
+    stopper = Dominance(cfg, None, group, others)
+    rows = [{"step": step, "eval_loss": 1.0} for step in (0, 20, 40)]
+    stopper.rows([rows] * 4, 0.0, 4)
+    assert stopper.decide([True] * 4).tolist() == [True, True, True, True]
+    assert stopper.censored(0) == {"eval_loss<=0.3": 40.0}
+
+
+def test_divergence_is_read_from_the_rows_as_the_engine_reads_it():
+    rows = [{"step": 0, "eval_loss": 1.0}, {"step": 5, "eval_loss": 11.0}]
+    assert diverged(rows, 10.0) and not diverged(rows[:1], 10.0)
+    assert diverged([{"step": 0, "eval_loss": 1.0}, {"step": 5, "eval_loss": None}], 10.0)
