@@ -294,3 +294,15 @@ def _probe(path: Path) -> Holder | None:
     finally:
         os.close(fd)
     return holder if holder is not None and _live(holder, locked, time.time()) else None
+
+
+def in_use(out: str | Path, held: dict[str, Holder] | None = None) -> str | None:
+    """'OUT: in use: group G is claimed by pid P on H (since ...) (and N more)' while live
+    processes hold claims on groups of `out` (`held`: live_claims(out), if already read), else
+    None: the start of the line that refuses a folder still being written."""
+    held = live_claims(out) if held is None else held
+    if not held:
+        return None
+    first, holder = next(iter(held.items()))
+    more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
+    return f"{out}: in use: group {first} is claimed by {holder.describe()}{more}"
