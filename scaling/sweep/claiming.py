@@ -92,7 +92,7 @@ class GroupClaims:
         another live process holds it."""
         claim, flags = None, [0] * (len(run_ids) + 1)
         if is_leader():
-            claim = try_claim(self.out, name, self.lease_s)
+            claim = self._claim(name)
             flags = [int(claim is None)] + [int(claim is not None and store.is_done(self.out, r))
                                             for r in run_ids]
         try:
@@ -107,6 +107,13 @@ class GroupClaims:
             self.held = None
             if claim is not None:
                 claim.release()
+
+    def _claim(self, name: str) -> Claim | None:
+        """The claim on `name`, tried once more if its holder let go as we tried."""
+        claim = try_claim(self.out, name, self.lease_s)
+        if claim is None and name not in live_claims(self.out):
+            claim = try_claim(self.out, name, self.lease_s)
+        return claim
 
     def _leave(self, name: str, desc: str) -> None:
         holder = live_claims(self.out).get(name) if is_leader() else None
