@@ -69,6 +69,28 @@ def test_claim_names_follow_the_runs_of_the_group(cfg_of, tmp_path):
     assert len(names[8]) == len("batch8-") + 16 and claims.NAME.match(names[8])
 
 
+SCHEDULED = {
+    "name": "sc", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
+    "batch": {"sizes": [8], "schedules": [{"kind": "doubling", "start": 8, "at": [0.5], "max": 16}]},
+    "learning_rate": {"values": [0.1]}, "budget": {"max_examples": 1600}, "seeds": [0, 1],
+    "train": {"chunk_steps": 50, "checkpoint_minutes": 0},
+}
+
+
+def test_a_scheduled_group_another_process_holds_is_left_to_it(tmp_path, config_from):
+    cfg = config_from(SCHEDULED)
+    sched = [u for u in prepare(cfg, tmp_path).units if u.runs[0].schedule]
+    name, desc = claiming.sweep_group(list(sched[0].runs))
+    assert name.startswith("sched-doubling8-") and desc == "schedule doubling8: 2 runs"
+    assert claiming.claim_name("sched-a b/c", ["x"]).startswith("sched-a_b_c-")
+    rival = _hold(tmp_path, name)
+    done = runner.run(cfg, tmp_path, quiet=True)
+    assert sorted(s["run_id"] for s in done) == ["bs8-lr0.1-seed0", "bs8-lr0.1-seed1"]
+    _let_go(rival)
+    later = runner.run(cfg, tmp_path, quiet=True)
+    assert sorted(s["run_id"] for s in later) == [r.run_id for r in sched[0].runs]
+
+
 @pytest.mark.slow
 def test_a_group_another_process_holds_is_left_to_it_and_trained_once_free(
         tmp_path, cfg_of, scaling_log, assert_same, on_disk):

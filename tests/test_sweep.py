@@ -20,7 +20,7 @@ import yaml
 from scaling import config, store
 from scaling.cli.main import main
 from scaling.config import ConfigError
-from scaling.formatting import duration, number
+from scaling.formatting import duration, number, percent
 from scaling.sweep import grid, progress, runner
 from scaling.tasks import storage
 from scaling.train.program import GroupProgram
@@ -267,6 +267,16 @@ def test_progress_and_final_tables():
     assert final[1].split() == ["8", "0.1", "32", "256", "1", "1", "1", "12,345", "1.2%"]
     assert final[2].split() == ["16", "-", "-", "-", "0", "0", "2", "-", "-"]
     assert final[-1] == "results in /tmp/r"
+
+
+def test_percentages_print_as_people_write_them():
+    """Two significant figures, never an exponent: the end table once printed '1e+02%'."""
+    cases = {1.0: "100%", 0.9996: "100%", 0.423: "42%", 0.0999: "10%", 0.0314: "3.1%",
+             0.000123: "0.012%", 1.2e-7: "0.000012%", 0.0: "0%", 12.3: "1,200%", None: "-"}
+    assert {v: percent(v) for v in cases} == cases and percent(float("nan")) == "-"
+    row = progress.BatchRow(256, 3, 3, 0, 0, 0, 0.1, 23.4, 5621.0, 2.9e6, 0.9999)
+    assert progress.format_final([row], T, "/tmp/r").splitlines()[1].split()[-2:] == \
+        ["2,900,000", "100%"]
 
 
 def test_eta_is_elapsed_per_budgeted_example_times_what_is_left():

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +40,10 @@ POLL_S = 1.0  # how often `wait` looks at the claims of the groups left
 
 
 def claim_name(head: str, run_ids: list[str]) -> str:
-    """`head`-<the first 16 hex digits of the sha256 of the run ids, in order>."""
-    return f"{head}-{hashlib.sha256(json.dumps(run_ids).encode()).hexdigest()[:16]}"
+    """`head`-<the first 16 hex digits of the sha256 of the run ids, in order>, a plain file
+    name (any character of `head` but letters, digits, '.', '_' and '-' written '_')."""
+    digest = hashlib.sha256(json.dumps(run_ids).encode()).hexdigest()[:16]
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', head)}-{digest}"
 
 
 def sweep_group(group: list[PlannedRun]) -> tuple[str, str]:
@@ -133,14 +136,14 @@ class GroupClaims:
             runs = [group[i] for i in todo]
             return runs, fn(runs) if runs else []
 
-    def wait(self, poll_s: float = POLL_S) -> None:
+    def wait(self) -> None:
         """Until no live process holds a group this one left (finished by its holder, or its
         holder died: the next pass takes the claim over and resumes the group)."""
         if is_leader():
             log.info("waiting for %d group(s) other processes hold: %s", len(self.left),
                      self._listed())
         while set(self.left) & set(live_claims(self.out)):
-            time.sleep(poll_s)
+            time.sleep(POLL_S)
         self.left.clear()
 
     def report(self) -> None:
