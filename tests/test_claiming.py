@@ -77,6 +77,7 @@ SCHEDULED = {
 }
 
 
+@pytest.mark.slow
 def test_a_scheduled_group_another_process_holds_is_left_to_it(tmp_path, config_from):
     cfg = config_from(SCHEDULED)
     sched = [u for u in prepare(cfg, tmp_path).units if u.runs[0].schedule]
@@ -126,9 +127,22 @@ class _Watch(Sink):
             raise RuntimeError("a hook failed")
 
 
-def test_the_claim_is_renewed_at_every_chunk_and_released_at_the_end_and_on_error(
-        tmp_path, nqm_cfg):
+def test_a_renewal_is_due_renew_s_after_the_last(tmp_path, monkeypatch):
+    claim = claims.try_claim(tmp_path, "g")
+    renewal, taken = claiming.Renewal(claim), claim.holder.expires
+    monkeypatch.setattr(claiming, "RENEW_S", 1e9)
+    renewal.rows([], 0.0, 1)
+    assert claim.holder.expires == taken
+    monkeypatch.setattr(claiming, "RENEW_S", 0.0)
+    renewal.rows([], 0.0, 1)
+    assert claim.holder.expires > taken and claims.live_claims(tmp_path)["g"] == claim.holder
+    claim.release()
+
+
+def test_the_claim_is_renewed_at_the_chunks_and_released_at_the_end_and_on_error(
+        tmp_path, nqm_cfg, monkeypatch):
     cfg = nqm_cfg()  # one group: its step-0 row, then 100 steps in four chunks of 25
+    monkeypatch.setattr(claiming, "RENEW_S", 0.0)  # due at every chunk
     watch = _Watch(tmp_path / "a")
     runner.run(cfg, tmp_path / "a", quiet=True, hooks=[watch])
     assert len(watch.seen) == 5 and all(len(held) == 1 for held in watch.seen)

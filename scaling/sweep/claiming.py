@@ -6,8 +6,8 @@ A group's claim is named by its runs: `batch<B>-<digest>` (a fixed batch size), 
 first 16 hex digits of the sha256 of its run ids in order. So every group has its own claim,
 whatever else shares its batch size (a learning-rate search's rounds, a centred grid's
 extensions), and two processes that group runs alike claim the same name. The claim is taken
-before the group starts, renewed at every chunk the host reads by a sink in the group's sinks
-(`Renewal`), and released when the group ends, on an error too. A group another live process
+before the group starts, renewed at the chunks the host reads (at most every RENEW_S seconds)
+by a sink in the group's sinks (`Renewal`), and released when the group ends, on an error too. A group another live process
 holds is left to it and noted (`left`); once the claim is held, the group's runs are looked up
 on disk again, and runs another process finished meanwhile are not trained again. A process
 started later thus skips what others hold and trains the rest; `wait` waits for the groups it
@@ -37,6 +37,7 @@ from scaling.train.sinks import Records, Sink
 
 log = logging.getLogger(__name__)
 POLL_S = 1.0  # how often `wait` looks at the claims of the groups left
+RENEW_S = 10.0  # a claim is renewed at the first chunk this long after its last renewal
 
 
 def claim_name(head: str, run_ids: list[str]) -> str:
@@ -55,14 +56,18 @@ def sweep_group(group: list[PlannedRun]) -> tuple[str, str]:
 
 
 class Renewal(Sink):
-    """Renews a group's claim at every chunk the host reads; a claim broken by another host
-    (ours expired) raises ClaimLost there, which stops the group."""
+    """Renews a group's claim at the chunks the host reads, at most every RENEW_S seconds (a
+    renewal writes the lock file and syncs it to disk, about 8 ms on an ordinary disk: at
+    every chunk that would slow short chunks; the lease runs 15 minutes). A claim broken by
+    another host (ours expired) raises ClaimLost there, which stops the group."""
 
     def __init__(self, claim: Claim) -> None:
-        self.claim = claim
+        self.claim, self.last = claim, time.monotonic()
 
     def rows(self, records: Records, wall_s: float, running: int) -> None:
-        self.claim.renew()
+        if time.monotonic() - self.last >= RENEW_S:
+            self.claim.renew()
+            self.last = time.monotonic()
 
 
 @dataclass(frozen=True)
