@@ -23,6 +23,19 @@ def number(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def percent(fraction: Any, digits: int = 2) -> str:
+    """A fraction as a percentage as people write one, to `digits` significant figures and
+    never in exponent form: 1.0 -> '100%', 0.0314 -> '3.1%', 1.2e-7 -> '0.000012%'; '-' for
+    None, NaN or infinity."""
+    if fraction is None or not math.isfinite(fraction):
+        return "-"
+    value = float(f"{100 * fraction:.{digits}g}")  # rounded first: 0.0999 -> 10, not 10.0
+    if value == 0 or abs(value) >= 1000:
+        return f"{number(value)}%"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}%"
+
+
 def more_than(value: Any, digits: int = 3) -> str:
     """A censored value, '> 1,234': the steps of a run stopped before it got there."""
     return f"> {number(value, digits)}"

@@ -201,6 +201,34 @@ def _on_disk(out: Path) -> dict[str, dict]:
     return _comparable([r["summary"] for r in store.load(out)])
 
 
+def _assert_throughput(out: Path, resumed: bool = False) -> int:
+    """The throughput invariants on every group of a finished sweep folder (a group's runs
+    share its figures): training seconds > 0, examples per second x training seconds = the
+    examples it trained (with `resumed` False: the sum of its runs' examples), MFU in (0, 1]
+    where known, and compile-ahead seconds not negative. The number of groups checked."""
+    groups: dict[str, list[dict]] = {}
+    for record in store.load(out):
+        speed = record["summary"].get("throughput")
+        if speed is not None:
+            groups.setdefault(json.dumps(speed, sort_keys=True), []).append(record["summary"])
+    for key, summaries in groups.items():
+        speed = summaries[0]["throughput"]
+        assert len(summaries) <= summaries[0]["group_size"], key
+        assert speed["train_s"] > 0, key
+        assert speed["examples_per_s"] * speed["train_s"] == pytest.approx(speed["examples"],
+                                                                           rel=1e-9), key
+        if not resumed:
+            assert speed["examples"] == sum(s["examples"] for s in summaries), key
+        assert speed["mfu"] is None or 0 < speed["mfu"] <= 1, key
+        assert speed["compile_ahead_s"] >= 0, key
+    return len(groups)
+
+
+@pytest.fixture(scope="session")
+def assert_throughput():
+    return _assert_throughput
+
+
 @pytest.fixture(scope="session")
 def cfg_of():
     return _cfg_of

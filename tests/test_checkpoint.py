@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from scaling import config as config_mod, store
+from scaling.store import claims
 from scaling.sweep import runner
 from scaling.train.repack import Packing
 
@@ -189,9 +190,15 @@ def test_a_group_killed_with_sigkill_resumes_to_identical_rows(tmp_path, devices
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not list(killed.glob("runs/*/summary.json")), "the kill must land mid-group"
+    (lock,) = (killed / "claims").glob("*.lock")  # the dead holder's claim, no longer live
+    assert claims.live_claims(killed) == {}
+    dead = proc.pid
     proc = _sweep(config, killed, devices)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
+    assert f"warning: claim on group {lock.stem}: taking over from pid {dead} on " in err
+    assert err.split(f"taking over from pid {dead} on ")[1].split("\n")[0].endswith(
+        ": that process is gone")
     resumed = [line for line in err.splitlines() if "resumed from the checkpoint at step" in line]
     assert resumed and 0 < int(resumed[0].split()[-1]) < 300, err
     assert _rows(killed) == _rows(clean)

@@ -168,6 +168,39 @@ def test_an_unlocked_record_counts_until_its_holder_is_gone_or_its_lease_ends(tm
     claim.release()
 
 
+# argv: lock file, record (JSON or ""). Writes the record, takes the lock as live_claims's probe
+# does, prints "locked", holds it for 0.2 s and lets go.
+PROBE = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+os.write(fd, sys.argv[2].encode())
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.parametrize("record", ["", "dead"])
+def test_a_lock_held_for_a_moment_without_a_live_holder_is_waited_out(tmp_path, record, caplog):
+    """A probe (or a holder between its lock and its record) holds the lock of a file whose
+    record names no live process here: try_claim looks again and gets the claim."""
+    path = claims.lock_path(tmp_path, "g")
+    path.parent.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    text = "" if not record else json.dumps({"host": claims.HOST, "pid": int(dead),
+                                             "started": 1.0, "expires": time.time() + 60})
+    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(path), text],
+                             stdout=subprocess.PIPE, text=True)
+    assert probe.stdout.readline() == "locked\n"
+    with caplog.at_level(logging.WARNING, logger="scaling.store.claims"):
+        claim = claims.try_claim(tmp_path, "g")
+    probe.wait()
+    assert claim is not None and claim.holder.pid == os.getpid()
+    assert len(caplog.messages) == (1 if record else 0)
+    claim.release()
+
+
 def test_a_group_name_is_a_plain_file_name(tmp_path):
     with pytest.raises(ValueError, match="got group '../x'"):
         claims.try_claim(tmp_path, "../x")

@@ -56,7 +56,6 @@ def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkey
     (["--launcher", "slurm", "--shard", "0/2"], "--shard"),
     (["--partition", "gpu"], "--partition"),
     (["--jobs", "2"], "--jobs"),
-    (["--wait"], "--wait"),
 ])
 def test_bad_launcher_options_are_refused(tmp_path, capsys, extra, flag, write_config):
     out = tmp_path / "o"

@@ -20,7 +20,7 @@ import yaml
 from scaling import config, store
 from scaling.cli.main import main
 from scaling.config import ConfigError
-from scaling.formatting import duration, number
+from scaling.formatting import duration, number, percent
 from scaling.sweep import grid, progress, runner
 from scaling.tasks import storage
 from scaling.train.program import GroupProgram
@@ -99,7 +99,8 @@ def test_the_partition_ignores_finished_runs(tmp_path, cfg_of):
 
 
 @pytest.mark.slow
-def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, comparable, on_disk):
+def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, comparable, on_disk,
+                                              assert_throughput):
     cfg = cfg_of()
     whole = runner.run(cfg, tmp_path / "whole", quiet=True)
     first = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(0, 2))
@@ -110,6 +111,7 @@ def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, com
     assert_same(comparable(whole), comparable(first + second))
     assert_same(on_disk(tmp_path / "whole"), on_disk(tmp_path / "sharded"))
     assert runner.run(cfg, tmp_path / "sharded", quiet=True) == []
+    assert assert_throughput(tmp_path / "whole") == assert_throughput(tmp_path / "sharded") == 4
 
 
 # ---------------------------------------------------------------- kill -9, concurrency
@@ -140,7 +142,8 @@ def _kill_after_first_run(proc: subprocess.Popen, out: Path) -> int:
 
 @pytest.mark.slow
 def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path, assert_same, cfg_of,
-                                                                 on_disk, write_config):
+                                                                 on_disk, write_config,
+                                                                 assert_throughput):
     config_path, out = write_config(tmp_path, **LONG), tmp_path / "killed"
     finished = _kill_after_first_run(_scaling("sweep", config_path, "--out", str(out), "--quiet"),
                                      out)
@@ -149,6 +152,7 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path, asser
     runner.run(cfg_of(**LONG), tmp_path / "clean", quiet=True)
     assert len(_summaries(out)) == 24
     assert_same(on_disk(tmp_path / "clean"), on_disk(out))
+    assert assert_throughput(out, resumed=True) == assert_throughput(tmp_path / "clean") == 24
 
 
 @pytest.mark.slow
@@ -264,6 +268,16 @@ def test_progress_and_final_tables():
     assert final[1].split() == ["8", "0.1", "32", "256", "1", "1", "1", "12,345", "1.2%"]
     assert final[2].split() == ["16", "-", "-", "-", "0", "0", "2", "-", "-"]
     assert final[-1] == "results in /tmp/r"
+
+
+def test_percentages_print_as_people_write_them():
+    """Two significant figures, never an exponent: the end table once printed '1e+02%'."""
+    cases = {1.0: "100%", 0.9996: "100%", 0.423: "42%", 0.0999: "10%", 0.0314: "3.1%",
+             0.000123: "0.012%", 1.2e-7: "0.000012%", 0.0: "0%", 12.3: "1,200%", None: "-"}
+    assert {v: percent(v) for v in cases} == cases and percent(float("nan")) == "-"
+    row = progress.BatchRow(256, 3, 3, 0, 0, 0, 0.1, 23.4, 5621.0, 2.9e6, 0.9999)
+    assert progress.format_final([row], T, "/tmp/r").splitlines()[1].split()[-2:] == \
+        ["2,900,000", "100%"]
 
 
 def test_eta_is_elapsed_per_budgeted_example_times_what_is_left():
@@ -480,16 +494,18 @@ def test_results_get_the_mode_an_ordinary_write_gives(tmp_path, umask, cfg_of, m
 # ---------------------------------------------------------------- compiling ahead
 
 
-def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, cfg_of, monkeypatch):
+def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, cfg_of, monkeypatch,
+                                                                  assert_throughput):
     """Two batch sizes, one group each: batch 16's chunk is compiled on the background thread
-    and its group reuses it (one compile of each chunk, none repeated)."""
+    and its group reuses it (one compile of each chunk, none repeated), its compile seconds
+    recorded apart from the seconds the group waited for compiles."""
     compiled = []
     original = GroupProgram._compile
 
-    def spy(self, key, args):
+    def spy(self, key, args, ahead=False):
         if key not in self.compiled:
             compiled.append((self.spec.batch_size, key, threading.current_thread().name))
-        return original(self, key, args)
+        return original(self, key, args, ahead)
 
     monkeypatch.setattr(GroupProgram, "_compile", spy)
     done = runner.run(cfg_of(seeds=[0]), tmp_path, quiet=True)
@@ -497,3 +513,8 @@ def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, cfg
     assert sorted((b, k) for b, k, _ in compiled) == [(8, 2), (16, 2)]
     (thread,) = [t for b, _, t in compiled if b == 16]
     assert thread != threading.main_thread().name
+    assert assert_throughput(tmp_path) == 2
+    ahead = {s["batch_size"]: s["throughput"]["compile_ahead_s"] for s in done}
+    assert ahead[8] == 0 and ahead[16] > 0
+    waited = {s["batch_size"]: s["compile_s"] for s in done}  # on the training thread
+    assert waited[8] > 0 and waited[16] <= ahead[16] + 0.1  # at most the rest of that compile

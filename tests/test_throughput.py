@@ -54,7 +54,8 @@ def test_mfu_is_model_flops_per_second_over_the_peak_of_every_device():
     assert throughput.figures(10, 8, 1.0, None, device, 1, "float32")["mfu"] is None
 
 
-def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path, digits_cfg):
+def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path, digits_cfg,
+                                                                  assert_throughput):
     cfg = digits_cfg(**{"targets": ["eval_loss<=1.0"]})
     runner.run(cfg, tmp_path, quiet=True)
     summaries = [json.loads(p.read_text()) for p in tmp_path.glob("runs/*/summary.json")]
@@ -65,6 +66,7 @@ def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path, digi
     weights = 2 * 64 * (64 * 32 + 32 * 10)
     assert 2 * weights <= speeds[0]["model_flops_per_step"] <= 3.3 * weights
     assert 0 < speeds[0]["mfu"] < 1 and speeds[0]["examples_per_s"] > 0
+    assert assert_throughput(tmp_path) == 1
     analysis = analyze(tmp_path)
     assert analysis["throughput"][0]["batch_size"] == 64
     assert analysis["throughput"][0]["mfu"] == pytest.approx(speeds[0]["mfu"])

@@ -295,6 +295,19 @@ def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, st
     return reach, how
 
 
+def _records(out: Path) -> tuple[list[dict], list[dict]]:
+    """A folder's finished runs at fixed batch sizes, and its batch-size schedules' runs."""
+    records = store.load(out)
+    if not records:
+        raise ConfigError(f"{out}: holds no finished runs (no runs/*/summary.json); "
+                          "expected the --out folder of a sweep")
+    fixed = [r for r in records if not is_scheduled(r)]
+    if not fixed:
+        raise ConfigError(f"{out}: holds only scheduled runs; expected fixed batch sizes too "
+                          "(batch.sizes), which the schedules are compared with")
+    return fixed, [r for r in records if is_scheduled(r)]
+
+
 def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
             seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
             view: str | None = None, metric: str | None = None) -> dict:
@@ -307,22 +320,14 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     """
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
-    records = store.load(out)
-    if not records:
-        raise ConfigError(f"{out}: holds no finished runs (no runs/*/summary.json); "
-                          "expected the --out folder of a sweep")
+    records, scheduled = _records(out)
     cfg = _sweep_yaml(out)
     reach, how = _reading(out, reach, lr_selection)
     view, metric = budget_reading(cfg, view, metric)
     targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
     need(bool(targets) or view != "steps", "targets", f"none in {out}",
          "at least one, e.g. eval_loss<=1.0 (or analysis.view: fixed_budget)")
-    _check_metrics(records, targets, reach)
-    scheduled = [r for r in records if is_scheduled(r)]
-    records = [r for r in records if not is_scheduled(r)]
-    if not records:
-        raise ConfigError(f"{out}: holds only scheduled runs; expected fixed batch sizes too "
-                          "(batch.sizes), which the schedules are compared with")
+    _check_metrics(records + scheduled, targets, reach)
     table = run_table(records, targets, reach, clip=clipped_reading(cfg))
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
                for i, t in enumerate(targets)]

@@ -260,9 +260,17 @@ class FixedBudget(TypedDict):
     laws: dict[str, Law | None]
 
 
+class InUse(TypedDict):
+    """A group a live process held when a --partial analysis read the folder."""
+
+    group: str
+    holder: str
+
+
 class Analysis(TypedDict):
     """A sweep folder's analysis.json (the schedules' entries: docs/schedules.md); with the
-    fixed-budget view also `fixed_budget` (a FixedBudget)."""
+    fixed-budget view also `fixed_budget` (a FixedBudget); read with --partial while groups
+    were in use, also `partial` (a list of InUse)."""
 
     version: int
     sweep: Sweep
@@ -281,8 +289,9 @@ class Analysis(TypedDict):
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
     Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
     LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, Throughput,
-    PowerLaw, Cost, FixedBudget, Law)}
-OPTIONAL: dict[type, dict[str, type]] = {Analysis: {"fixed_budget": FixedBudget}}
+    PowerLaw, Cost, FixedBudget, Law, InUse)}
+OPTIONAL: dict[type, dict[str, Any]] = {Analysis: {"fixed_budget": FixedBudget,
+                                                   "partial": list[InUse]}}
 
 
 def keys(section: type) -> set[str]:

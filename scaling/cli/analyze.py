@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from scaling import store
-from scaling.analysis import contract
+from scaling.analysis import contract, in_use
 from scaling.analysis.analyze import analyze, summary_table, sweep_reading
 from scaling.analysis.branching import analyze_branches, is_branch_folder
 from scaling.analysis.cells import analyze_cells
@@ -22,10 +22,10 @@ from scaling.store.cells import is_cells_folder
 def run(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     if is_branch_folder(out):
-        return analyze_branch_folder(out, args.bootstrap, args.json, args.quiet)
+        return analyze_branch_folder(out, args.bootstrap, args.json, args.quiet, args.partial)
     if is_cells_folder(out):
         return analyze_cells_folder(out, args.bootstrap, args.json, args.quiet, args.view,
-                                    args.metric)
+                                    args.metric, args.partial)
     if not (out / "runs").is_dir():
         raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
                          "--out folder of scaling sweep or scaling train")
@@ -34,7 +34,19 @@ def run(args: argparse.Namespace) -> int:
         own = sweep_reading(out)
         reach = Reach(args.rule or own.rule, args.window or own.window)
     return analyze_folder(out, args.targets, args.bootstrap, args.json, args.quiet, reach,
-                          args.lr_selection, args.view, args.metric)
+                          args.lr_selection, args.view, args.metric, args.partial)
+
+
+def after_training(out: Path, partial: bool, analyse: Callable[[], int]) -> int:
+    """A command's own analysis after it trained: `analyse()`, unless live processes still
+    hold groups of `out` (and not `partial`): then one line saying so, and status 0 (this
+    process did its share; the analysis waits for theirs)."""
+    busy = None if partial else in_use.refusal(out)
+    if busy is None:
+        return analyse()
+    print(f"not analysed: {busy}; it analyses when it finishes, if it is a sweep; else run "
+          f"scaling analyze {out} then (--partial analyses what is there now)", file=sys.stderr)
+    return 0
 
 
 def _sweep_drawing(out: Path, result: dict) -> Callable[[], tuple[list[Path], Path]]:
@@ -48,20 +60,25 @@ def _sweep_drawing(out: Path, result: dict) -> Callable[[], tuple[list[Path], Pa
 def analyze_folder(out: Any, targets: list[str] | None = None, bootstrap: int = 1000,
                    as_json: bool = False, quiet: bool = False, reach: Any = None,
                    lr_selection: str | None = None, view: str | None = None,
-                   metric: str | None = None) -> int:
-    """Analyse, draw, report a sweep folder."""
-    result = analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection,
-                     view=view, metric=metric)
+                   metric: str | None = None, partial: bool = False) -> int:
+    """Analyse, draw, report a sweep folder (refused while in use, unless `partial`)."""
+    groups = in_use.check(out, partial)
+    result = in_use.mark(analyze(out, targets, bootstrap, reach=reach,
+                                 lr_selection=lr_selection, view=view, metric=metric), groups)
     return _publish(out, result, _sweep_drawing(out, result), summary_table, as_json, quiet)
 
 
 def analyze_cells_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
-                         view: str | None, metric: str | None) -> int:
+                         view: str | None, metric: str | None, partial: bool = False) -> int:
     """Each cell analysed, drawn and reported as a sweep folder is; then the laws across them
     in the parent's own analysis.json, figures and report.md."""
+    groups = in_use.check(out, partial)
     parent, per_cell = analyze_cells(out, bootstrap, view=view, metric=metric)
+    in_use.mark(parent, groups)
     for cell in parent["fixed_budget"]["cells"]:
         folder = out / cell["folder"]
+        in_use.mark(per_cell[cell["name"]], [g for g in groups
+                                             if g["group"].startswith(f"{cell['folder']}/")])
         _write(folder, per_cell[cell["name"]], _sweep_drawing(folder, per_cell[cell["name"]]))
 
     def draw() -> tuple[list[Path], Path]:
@@ -71,9 +88,12 @@ def analyze_cells_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
     return _publish(out, parent, draw, cells_report.summary_table, as_json, quiet)
 
 
-def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool) -> int:
-    """Analyse, draw, report a `scaling branch` folder."""
-    result = analyze_branches(out, bootstrap)
+def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
+                          partial: bool = False) -> int:
+    """Analyse, draw, report a `scaling branch` folder (refused while in use, unless
+    `partial`)."""
+    groups = in_use.check(out, partial)
+    result = in_use.mark(analyze_branches(out, bootstrap), groups)
 
     def draw() -> tuple[list[Path], Path]:
         drawn = branch_report.write_figures(result, out / "figures")

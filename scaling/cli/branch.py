@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scaling.cli.analyze import analyze_branch_folder
+from scaling.cli.analyze import after_training, analyze_branch_folder
 from scaling.config import load
 from scaling.sweep import branch
 from scaling.train import compile_cache
@@ -22,10 +22,11 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(branch.describe(branch.prepare(cfg, out, args.force)))
         return 0
-    prepared = branch.run(cfg, out, args.force, args.quiet, args.progress)
+    prepared = branch.run(cfg, out, args.force, args.quiet, args.progress, args.wait)
     if args.base_run and is_leader():
         print(branch.check_base(prepared, Path(args.base_run)))
     if args.no_analyze or not is_leader():
         return 0
-    return analyze_branch_folder(out, args.bootstrap, False, args.quiet)
+    return after_training(out, args.partial, lambda: analyze_branch_folder(
+        out, args.bootstrap, False, args.quiet, args.partial))
 

@@ -124,6 +124,12 @@ def _add_compile_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-compile-cache", action="store_true", help="compile everything afresh")
 
 
+def _add_partial(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--partial", action="store_true",
+                   help="analyse a folder even while other processes train groups in it "
+                        "(marked partial in analysis.json and report.md)")
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="sweep config (YAML)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
@@ -140,6 +146,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="print the runs, their groups and the plan; train and write nothing")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="train only shard I of N (0-based), e.g. one per host or job-array task")
+    p.add_argument("--wait", action="store_true",
+                   help="wait for the groups other processes are training in the folder (and "
+                        "train any they leave unfinished); with --launcher slurm, for every task")
 
 
 def add_train(sub: Any) -> None:
@@ -160,6 +169,7 @@ def add_sweep(sub: Any) -> None:
     _add_run_options(p)
     p.add_argument("--no-analyze", action="store_true",
                    help="skip the analysis, figures and report.md that follow a complete sweep")
+    _add_partial(p)
     s = p.add_argument_group(
         "launcher (scaling.sweep.launch; slurm needs pip install 'scaling[slurm]')")
     s.add_argument("--launcher", choices=("local", "slurm"), default="local",
@@ -175,8 +185,6 @@ def add_sweep(sub: Any) -> None:
     s.add_argument("--cpus-per-task", type=_positive(int))
     s.add_argument("--mem", type=_positive(float), help="GB of memory on each node of a task")
     s.add_argument("--slurm-folder", help="submitit's logs and pickles (default: OUT/slurm)")
-    s.add_argument("--wait", action="store_true",
-                   help="wait for every task, then print the end table and analyse")
     p.set_defaults(batch_size=None)
 
 
@@ -204,6 +212,7 @@ def add_analyze(sub: Any) -> None:
                    "analysis.metric, else eval_loss)")
     p.add_argument("--json", action="store_true", help="print analysis.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="print only where the files are")
+    _add_partial(p)
 
 
 def add_import(sub: Any) -> None:
@@ -305,6 +314,7 @@ def add_compare(sub: Any) -> None:
     p.add_argument("--target", help="the target to compare on (needed when the sweeps' targets "
                                     "differ)")
     p.add_argument("--out", required=True, help="folder for report.md and figures/")
+    _add_partial(p)
 
 
 def add_branch(sub: Any) -> None:
@@ -329,6 +339,9 @@ def add_branch(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (points, factors, windows); train and write nothing")
     p.add_argument("--no-analyze", action="store_true", help="skip analysis.json and the report")
+    p.add_argument("--wait", action="store_true",
+                   help="wait for the groups other processes are training in the folder")
+    _add_partial(p)
     p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
                    help="bootstrap resamples over seeds for the intervals (default 1000)")
     p.add_argument("--base-run", metavar="RUN_DIR",

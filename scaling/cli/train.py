@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from scaling import store
-from scaling.cli.analyze import analyze_folder
+from scaling.cli.analyze import after_training, analyze_folder
 from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
@@ -19,7 +19,7 @@ from scaling.train.mesh import is_leader, maybe_initialize_distributed
 # Options that mean something only to the slurm launcher (argparse dest -> flag).
 SLURM_ONLY = {"jobs": "--jobs", "nodes": "--nodes", "partition": "--partition", "time": "--time",
               "gpus_per_task": "--gpus-per-task", "cpus_per_task": "--cpus-per-task",
-              "mem": "--mem", "slurm_folder": "--slurm-folder", "wait": "--wait"}
+              "mem": "--mem", "slurm_folder": "--slurm-folder"}
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -34,10 +34,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     """Train the grid (or submit it: --launcher slurm), then analyse unless --no-analyze/--shard."""
     check_launcher_options(args)
     cfg = load(args.config, args.overrides)
+    out = Path(_out(cfg, args))
+    analyse = lambda: after_training(out, args.partial, lambda: analyze_folder(
+        out, quiet=args.quiet, partial=args.partial))
     if args.launcher == "slurm":
-        out = _out(cfg, args)
-        return submit_sweep(cfg, args, out,
-                            lambda: analyze_folder(Path(out), quiet=args.quiet))
+        return submit_sweep(cfg, args, str(out), analyse)
     status = _run(cfg, args, None)
     if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
         if args.shard is not None and not args.dry_run:
@@ -46,7 +47,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             print(f"shard done{hint}")
         return status
     print()
-    return analyze_folder(Path(_out(cfg, args)), quiet=args.quiet)
+    return analyse()
 
 
 def _out(cfg: Any, args: argparse.Namespace) -> str:
@@ -63,9 +64,9 @@ def _run(cfg: Any, args: argparse.Namespace, batch_sizes: list[int] | None) -> i
         print(runner.describe(prepared))
         return 0
     summaries = runner.run(cfg, out, batch_sizes, args.force, args.quiet, args.shard,
-                           shown=args.progress)
+                           shown=args.progress, wait=args.wait)
     if is_leader():
-        if not summaries:
+        if not summaries and all(store.is_done(out, r.run_id) for r in prepared.planned):
             print(f"nothing to do: every run is already finished in {out}")
         print(runner.final_table(prepared))
     return 0

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from scaling.formatting import interval, markdown_table, number
+from scaling.analysis import in_use
+from scaling.formatting import interval, markdown_table, number, percent
 from scaling.report.style import OKABE_ITO, batch_colours, pyplot, save
 from scaling.store import atomic_write
 from scaling.store.rows import positive
@@ -101,7 +102,7 @@ def _points_table(branching: dict) -> list[str]:
                  if k in by_k else "-" for k in factors]
         local = number(p["local_b_crit"]) + (" (every k)" if p["at_edge"] else "")
         ref, sem = p["reference"], p.get("base_loss_sem")
-        rel = f"{100 * sem / p['base_loss']:.2g}%" if sem is not None and p["base_loss"] else "-"
+        rel = percent(sem / p["base_loss"]) if sem is not None and p["base_loss"] else "-"
         rows.append([number(p["examples"]),
                      f"{number(p['reference_loss'], 4)} ({number(ref['best_lr_factor'])})", rel,
                      *cells, local,
@@ -154,7 +155,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     b = analysis["branching"]
     base = b["base"]
-    lines = [f"# Branched measurement: {out.name}", ""] + conclusion(b)
+    lines = [f"# Branched measurement: {out.name}", "", *in_use.note(analysis)] + conclusion(b)
     lines += ["## Setup", "",
               f"- Base: batch {base['batch_size']}, learning rate {number(base['learning_rate'], 4)}, "
               f"seeds {', '.join(map(str, base['seeds']))}.",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from scaling.analysis import in_use
 from scaling.formatting import interval, markdown_table, number, text_table
 from scaling.report import budget_figures, budget_report
 from scaling.report.budget_report import sci, with_ci
@@ -89,7 +90,7 @@ def _method(analysis: dict) -> list[str]:
 def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     """Write <out>/report.md (atomically) and return its path."""
     out = Path(out)
-    lines = [f"# Scaling laws: {analysis['sweep']['name']}", "",
+    lines = [f"# Scaling laws: {analysis['sweep']['name']}", "", *in_use.note(analysis),
              f"{analysis['sweep']['cells']} cells, {number(analysis['sweep']['num_runs'])} runs.",
              "", "## Laws across the cells", ""] + _method(analysis) + laws_table(analysis) + \
         ["", "## Cells", ""] + _cells_table(analysis) + [""]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from scaling.analysis import in_use
 from scaling.errors import ConfigError
 from scaling.formatting import interval, markdown_table, number
 from scaling.report.figures import best_runs
@@ -171,8 +172,9 @@ def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
              lr_vs_batch(sweeps, name, out / "figures" / "lr_vs_batch.png"),
              noise_vs_loss(sweeps, out / "figures" / "noise_vs_loss.png")]
     drawn = [p for p in drawn if p is not None]
-    lines = ["# Comparison: " + ", ".join(s.label for s in sweeps), "",
-             "| sweep | folder |", "|---|---|"]
+    lines = ["# Comparison: " + ", ".join(s.label for s in sweeps), ""]
+    lines += [line for s in sweeps for line in in_use.note(s.analysis, s.label)]
+    lines += ["| sweep | folder |", "|---|---|"]
     lines += [f"| {s.label} | `{s.folder}` |" for s in sweeps]
     lines += ["", "## Critical batch size per sweep and target", ""] + table(sweeps, names)
     lines += ["", "## Learning-rate rules", ""]

@@ -11,13 +11,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from scaling.analysis import in_use
 from scaling.store.cost import cost_line
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.table import unreached_lines
 from scaling.config import Config, ConfigError, learning_rates, load
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
-from scaling.formatting import interval, markdown_table, number
+from scaling.formatting import interval, markdown_table, number, percent
 from scaling.report import budget_report
 from scaling.report.lr_rules import lr_conclusion, lr_rules_section
 from scaling.report.tables import best_lr_section
@@ -257,7 +258,7 @@ def _throughput(analysis: dict) -> list[str]:
     body = [[r["batch_size"], r["runs"], number(r["examples_per_s"]),
              number(r["run_steps_per_s"]),
              "-" if r["model_flops_per_s"] is None else f"{r['model_flops_per_s']:.3g}",
-             "-" if r["mfu"] is None else f"{100 * r['mfu']:.2g}%"] for r in rows]
+             percent(r["mfu"])] for r in rows]
     return ["## Throughput", "",
             "Per batch size, the mean over its runs of their group's training speed (compile "
             "time left out). Model FLOPs are XLA's count of one run's forward and backward pass; "
@@ -345,7 +346,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     """Write <out>/report.md (atomically) and return its path."""
     out = Path(out)
     name = (analysis.get("sweep") or {}).get("name") or out.name
-    lines = [f"# Scaling report: {name}", ""]
+    lines = [f"# Scaling report: {name}", "", *in_use.note(analysis)]
     lines += conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
     steps = [_reading, _fits, best_lr_section, _definitions, _schedules, lr_rules_section]
     lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]

@@ -12,7 +12,9 @@ under <group>.lock.break); the old holder learns it at its next renew (ClaimLost
 that is free while the file is there means its holder died (the OS drops a dead process's
 locks; NFS v4 once its lease with the server lapses): the claim is taken over, with a warning,
 unless the record still names a live process on this host, or an unexpired lease on another
-host (a file system whose locks do not reach across hosts).
+host (a file system whose locks do not reach across hosts). A lock taken while the record names
+no live process here is a moment's (live_claims probing the file, or a holder between its lock
+and its record): try_claim looks again, a few times, before it counts the claim as held.
 
 POSIX locks belong to a process, and closing any descriptor of a file drops all the process's
 locks on it. So a process holds each claim once (try_claim answers None for a group it holds
@@ -37,6 +39,7 @@ from typing import Iterator
 log = logging.getLogger(__name__)
 
 LEASE_S = 900.0  # a claim not renewed for this long may be broken from another host
+TRIES, PAUSE_S = 10, 0.01  # try_claim's attempts, and the pause before the nth is n x PAUSE_S
 HOST = socket.gethostname()
 FOLDER = "claims"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -196,12 +199,12 @@ def try_claim(out: str | Path, group: str, lease_s: float = LEASE_S) -> Claim | 
     path = path.resolve()
     if path in _HELD:
         return None
-    for _ in range(10):  # a release or a break between our open and our lock: try again
+    for attempt in range(TRIES):  # a release, a break or a probe in our way: try again
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if _try_lock(fd):
             claim = _taken(path, fd, lease_s)
         else:
-            claim = _broken(path, fd, lease_s)
+            claim = _broken(path, fd, lease_s, attempt)
         if claim is not False:
             return claim
     return None
@@ -231,11 +234,17 @@ def _hold(path: Path, fd: int, lease_s: float) -> Claim:
     return claim
 
 
-def _broken(path: Path, fd: int, lease_s: float) -> Claim | None | bool:
+def _broken(path: Path, fd: int, lease_s: float, attempt: int = 0) -> Claim | None | bool:
     """Another process holds the lock on `fd`: None while its claim is live, else break it
-    (one breaker at a time) and return ours, or False to try again."""
+    (one breaker at a time) and return ours, or False to try again. A lock held while the
+    record names no live process here is most likely a moment's: live_claims probing it, or a
+    holder between its lock and its record; so we look again a little later (TRIES times)."""
     holder = _read(fd)
     os.close(fd)  # we hold no lock on this file, so closing drops nothing of ours
+    passing = holder is None or (holder.host == HOST and not _pid_alive(holder.pid))
+    if passing and attempt + 1 < TRIES:
+        time.sleep(PAUSE_S * (attempt + 1))
+        return False
     if _live(holder, True, time.time()):
         return None
     with open(path.with_name(path.name + ".break"), "w") as guard:
@@ -294,3 +303,15 @@ def _probe(path: Path) -> Holder | None:
     finally:
         os.close(fd)
     return holder if holder is not None and _live(holder, locked, time.time()) else None
+
+
+def in_use(out: str | Path, held: dict[str, Holder] | None = None) -> str | None:
+    """'OUT: in use: group G is claimed by pid P on H (since ...) (and N more)' while live
+    processes hold claims on groups of `out` (`held`: live_claims(out), if already read), else
+    None: the start of the line that refuses a folder still being written."""
+    held = live_claims(out) if held is None else held
+    if not held:
+        return None
+    first, holder = next(iter(held.items()))
+    more = f" (and {len(held) - 1} more)" if len(held) > 1 else ""
+    return f"{out}: in use: group {first} is claimed by {holder.describe()}{more}"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling.errors import ConfigError
-from scaling.store.claims import live_claims
+from scaling.store.claims import in_use
 from scaling.store.files import atomic_write, dumps
 from scaling.train.spec import eval_steps
 
@@ -140,12 +140,9 @@ def repair_run(folder: Path, write: bool = True) -> Repair:
 def repair_folder(out: str | Path, write: bool = True) -> list[Repair]:
     """repair_run on every run of results folder `out` that has a metrics.jsonl; refused
     (ConfigError) while live processes hold claims on its groups (scaling.store.claims)."""
-    held = live_claims(out)
-    if held:
-        first, holder = next(iter(held.items()))
-        raise ConfigError(f"{out}: in use: group {first} is claimed by {holder.describe()}"
-                          f"{f' (and {len(held) - 1} more)' if len(held) > 1 else ''}; repair "
-                          "it once they have finished")
+    busy = in_use(out)
+    if busy:
+        raise ConfigError(f"{busy}; repair it once they have finished")
     if not (Path(out) / "runs").is_dir():
         raise ConfigError(f"{out}: holds no runs/ folder; expected the --out folder of a sweep")
     return [repair_run(folder, write) for folder in sorted((Path(out) / "runs").glob("*"))

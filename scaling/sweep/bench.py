@@ -25,7 +25,7 @@ import numpy as np
 
 from scaling import config as config_mod
 from scaling.config import Config
-from scaling.formatting import text_table
+from scaling.formatting import percent, text_table
 from scaling.sweep import grid
 from scaling.sweep.session import eval_subset
 from scaling.tasks import build_task
@@ -147,7 +147,7 @@ def format_result(r: Result) -> str:
         mfu = r.mfu(arm, devices)
         rows.append([arm.name, arm.compile_s, arm.train_s, r.runs * r.steps / arm.train_s,
                      r.runs * r.steps * r.batch_size / arm.train_s,
-                     "-" if mfu is None else f"{100 * mfu:.2g}%"])
+                     percent(mfu)])
     table = text_table(["arm", "compile s", "train s", "run-steps/s", "examples/s", "MFU"], rows)
     lines = [f"batch {r.batch_size}: {r.runs} runs x {r.steps} steps; engine on {r.devices} "
              f"device(s), tutorial loop on 1; peak {r.peak_source}", table,
@@ -161,6 +161,6 @@ def format_result(r: Result) -> str:
                      f"over {len(pairs)} runs")
     if r.compute_bound:
         lines.append(f"compute-bound: the tutorial loop already uses "
-                     f"{100 * r.mfu(r.tutorial, 1):.2g}% of the peak, so training runs together "
+                     f"{percent(r.mfu(r.tutorial, 1))} of the peak, so training runs together "
                      "cannot make it much faster; the ratio above is not a vmapping speed-up")
     return "\n".join(lines)

@@ -35,6 +35,7 @@ from scaling.config import arithmetic
 from scaling.store.records import run_config, run_summary
 from scaling.sweep import progress
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
+from scaling.sweep.claiming import GroupClaims, claim_name
 from scaling.sweep.prepare import Prepared as SweepPrepared, prepare as prepare_sweep
 from scaling.sweep.segments import budget_in_examples
 from scaling.sweep.session import Session
@@ -166,8 +167,11 @@ def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
 
 
 def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
-        shown: str = "auto") -> Prepared:
-    """Train the base runs (unless finished) and every unfinished branch."""
+        shown: str = "auto", wait: bool = False) -> Prepared:
+    """Train the base runs (unless finished) and every unfinished branch, each group while
+    this process holds its claim (scaling.sweep.claiming); `wait`: wait for the groups other
+    processes hold. Branches need the base's saved states: while another process trains the
+    base (and not `wait`), this one trains no branch."""
     p = prepare(cfg, out, force)
     if is_leader():
         p.out.mkdir(parents=True, exist_ok=True)
@@ -177,17 +181,32 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
         store.atomic_write(p.base.out / "sweep.yaml", config_mod.to_yaml(p.base.cfg))
     session = Session(p.base, quiet, None, shown)
     try:
-        todo = [r for r in p.base.planned if r.run_id not in session.finished]
+        _train_base(p, session, wait)
+        if session.claims.left:
+            session.claims.report()
+            return p
+        trainer = _Branches(p, session)
+        trainer.train_all()
+        while wait and trainer.claims.left:
+            trainer.claims.wait()
+            trainer.train_all()
+        trainer.claims.report()
+    finally:
+        session.close()
+    return p
+
+
+def _train_base(p: Prepared, session: Session, wait: bool) -> None:
+    """The base runs not yet finished; with `wait`, also those another process held."""
+    while True:
+        todo = [r for r in p.base.planned if not store.is_done(p.base.out, r.run_id)]
         if todo:
             session.say(f"base: {len(todo)} run(s) at batch {p.plan.base_batch}, saved at steps "
                         + ", ".join(map(str, p.plan.points)))
             session.train(todo)
-        trainer = _Branches(p, session)
-        for point, factor, branches in p.plan.groups():
-            trainer.train(point, factor, branches)
-    finally:
-        session.close()
-    return p
+        if not (wait and session.claims.left):
+            return
+        session.claims.wait()
 
 
 class _Branches:
@@ -201,6 +220,7 @@ class _Branches:
         self.states: dict[int, tuple[RunState, dict[str, int]]] = {}
         self.base_runs = {r.spec.seed: r for r in p.base.planned}
         self.folder = p.out / BRANCHES
+        self.claims = GroupClaims(self.folder)
         self.tokens_per_example = self.ctx.task.tokens_per_example(p.cfg.task.options)
 
     def program(self, factor: int) -> GroupProgram:
@@ -238,12 +258,25 @@ class _Branches:
             self.states = {point: (state, slots)}  # one point's states held at a time
         return self.states[point]
 
+    def train_all(self) -> None:
+        """Every (point, factor) group not finished and not held by another process."""
+        for point, factor, branches in self.p.plan.groups():
+            self.train(point, factor, branches)
+
     def train(self, point: int, factor: int, branches: list[Branch]) -> None:
-        """One (point, factor) group; unless every branch of it is done, the whole group trains
-        again, so its rows are bit-identical to an uninterrupted one's (a vmapped group of
-        another width may round differently)."""
-        if all(store.is_done(self.folder, b.run_id) for b in branches):
+        """One (point, factor) group, while this process holds its claim; unless every branch
+        of it is done, the whole group trains again, so its rows are bit-identical to an
+        uninterrupted one's (a vmapped group of another width may round differently)."""
+        ids = [b.run_id for b in branches]
+        if all(store.is_done(self.folder, i) for i in ids):
             return
+        with self.claims.group(claim_name(f"step{point}-x{factor}", ids),
+                               f"step {point}, batch {branches[0].batch_size}: "
+                               f"{len(ids)} branches", ids) as todo:
+            if todo:  # None: another process holds it; []: finished meanwhile
+                self._train_claimed(point, factor, branches)
+
+    def _train_claimed(self, point: int, factor: int, branches: list[Branch]) -> None:
         state, slots = self.base_state(point)
         ready = [b for b in branches if self.base_runs[b.seed].run_id in slots]
         for b in branches:
@@ -270,13 +303,14 @@ class _Branches:
                                      group[0].batch_size, len(group), first)
         writer = Writer(self.folder, [b.run_id for b in group],
                         [self.run_config(b) for b in group], self._count(group[0]))
+        sinks = [writer, bar, *self.claims.sinks()]
         try:
-            end = run_group(program, start, self.ctx.data, self.ctx.eval_data, [writer, bar],
+            end = run_group(program, start, self.ctx.data, self.ctx.eval_data, sinks,
                             until=first + group[0].steps)
         except BaseException:
-            close_all([writer, bar])
+            close_all(sinks)
             raise
-        finish_all([writer, bar], [
+        finish_all(sinks, [
             self.summary(b, "diverged" if res.status == "diverged" else "completed",
                          res.steps - b.start, writer.written[i], writer.wall_s, end.compile_s)
             for i, (b, res) in enumerate(zip(group, end.results))])

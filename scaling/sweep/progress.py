@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 from tqdm import tqdm
 
 from scaling import store
-from scaling.formatting import duration, number, text_table
+from scaling.formatting import duration, number, percent, text_table
 from scaling.sweep.grid import PlannedRun, best_lr
 from scaling.train.sinks import Records, Sink
 
@@ -204,5 +204,5 @@ def format_final(rows: list[BatchRow], target: str | None, out: str) -> str:
     header = ["batch", "best lr", f"steps to {name}", "examples", "diverged", "stopped", "missed",
               "unfinished", "examples/s", "MFU"]
     body = [[r.batch_size, r.best_lr, r.steps, r.examples, r.diverged, r.stopped, r.missed, r.left,
-             r.examples_per_s, None if r.mfu is None else f"{100 * r.mfu:.2g}%"] for r in rows]
+             r.examples_per_s, percent(r.mfu)] for r in rows]
     return text_table(header, body) + f"\nresults in {out}"

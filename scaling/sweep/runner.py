@@ -65,12 +65,15 @@ def final_table(p: Prepared) -> str:
 
 def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
         quiet: bool = False, shard: tuple[int, int] | None = None,
-        hooks: list[Sink] | None = None, shown: str = "auto") -> list[dict[str, Any]]:
-    """Train every unfinished run of this shard of the grid (optionally only some batch sizes).
+        hooks: list[Sink] | None = None, shown: str = "auto", wait: bool = False
+        ) -> list[dict[str, Any]]:
+    """Train every unfinished run of this shard of the grid (optionally only some batch sizes)
+    that no other live process is training (scaling.sweep.claiming).
 
     `hooks`, sinks of the caller's (scaling.train.sinks), hear each group's rows once per
     chunk, after they are written (examples and tokens filled in). `shown`: how each group's
-    progress shows (scaling.sweep.progress.MODES; `quiet` shows none and no tables).
+    progress shows (scaling.sweep.progress.MODES; `quiet` shows none and no tables). `wait`:
+    wait for the groups left to other processes, then train any their holders did not finish.
     """
     p = prepare(cfg, out, batch_sizes, force, shard)
     if is_leader():
@@ -79,19 +82,42 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
         store.write_json(p.out / store.ARITHMETIC, [for_config(cfg, b, p.data_shards).to_dict()
                                                     for b in cfg.batch.sizes])
     session = Session(p, quiet, hooks, shown)
-    summaries = []
-    todo = lambda unit: [r for r in p.runs_of(unit) if r.run_id not in session.finished]
     try:
-        for i, unit in enumerate(p.units):
-            runs = todo(unit)
-            if i + 1 < len(p.units):
-                session.compile_ahead(todo(p.units[i + 1]), runs)
-            summaries += session.train(runs)
-            if p.searched and unit.schedule is None:
-                summaries += _search(session, unit.batch_size)
+        summaries = _train_units(session)
+        while wait and session.claims.left:
+            session.claims.wait()
+            _reread(session)
+            summaries += _train_units(session)
+        session.claims.report()
     finally:
         session.close()
     return summaries
+
+
+def _train_units(session: Session) -> list[dict[str, Any]]:
+    """One pass over this shard's groups: train each unfinished one no other process holds."""
+    p, summaries = session.p, []
+    todo = lambda unit: [r for r in p.runs_of(unit) if r.run_id not in session.finished]
+    for i, unit in enumerate(p.units):
+        runs = todo(unit)
+        if i + 1 < len(p.units):
+            session.compile_ahead(todo(p.units[i + 1]), runs)
+        summaries += session.train(runs)
+        if p.searched and unit.schedule is None:
+            summaries += _search(session, unit.batch_size)
+    return summaries
+
+
+def _reread(session: Session) -> None:
+    """The runs other processes finished meanwhile, from disk (before another pass)."""
+    p = session.p
+    if p.searched:
+        p.rounds[:] = store.read_rounds(p.out)
+    for r in {r.run_id: r for u in p.units for r in p.runs_of(u)}.values():
+        summary = session.finished.get(r.run_id) or store.read_summary(p.out, r.run_id)
+        if summary is not None:
+            session.finished[r.run_id] = summary
+            session.tally.pending.pop(r.run_id, None)
 
 
 def _search(session: Session, size: int) -> list[dict[str, Any]]:
@@ -103,7 +129,10 @@ def _search(session: Session, size: int) -> list[dict[str, Any]]:
     while True:
         todo = [r for r in p.batch_runs(size) if r.run_id not in session.finished]
         if todo:
-            summaries += session.train(todo)
+            done = session.train(todo)
+            summaries += done
+            if len(done) < len(todo):  # groups left to other processes, which extend it
+                break
             continue
         plan = p.next_round(size, session.finished)
         if plan.done:

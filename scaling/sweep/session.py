@@ -23,6 +23,7 @@ from scaling.config import Config
 from scaling.config.arithmetic import Arithmetic
 from scaling.store.records import run_config, run_summary
 from scaling.sweep import progress, schedule, segments
+from scaling.sweep.claiming import GroupClaims
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.prepare import Prepared
 from scaling.sweep.stopping import Dominance
@@ -104,6 +105,7 @@ class Session:
         self.programs: dict[int, GroupProgram] = {}
         self.phase_programs: dict[tuple[int, int], tuple[GroupProgram, Arithmetic]] = {}
         self.trackers = open_trackers(p.cfg, p.out) if is_leader() else []
+        self.claims = GroupClaims(p.out)  # a group trains only while this process holds its claim
 
     @property
     def context(self) -> Context:
@@ -169,7 +171,8 @@ class Session:
             self.ahead.shutdown(wait=True)
 
     def train(self, runs: list[PlannedRun]) -> list[dict[str, Any]]:
-        """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each."""
+        """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each;
+        each group while this process holds its claim (scaling.sweep.claiming)."""
         summaries: list[dict[str, Any]] = []
         limit = self.p.cfg.train.max_group_size or max(1, len(runs))
         if runs and runs[0].schedule is None:
@@ -177,14 +180,19 @@ class Session:
         if runs:
             self.tally.widths[(runs[0].batch_size, runs[0].schedule)] = limit
         for first in range(0, len(runs), limit):
-            group = runs[first:first + limit]
-            done = self._scheduled(group) if group[0].schedule else self._fixed(group)
+            claimed = self.claims.train(runs[first:first + limit], self._group)
+            if claimed is None or not claimed[0]:  # held, or finished, by another process
+                continue
+            group, done = claimed
             self.finished.update((r.run_id, s) for r, s in zip(group, done))
             self.tally.done(group)
             summaries += done
             if not self.quiet and is_leader():
                 log.info("%s", self.tally.table(self.finished))
         return summaries
+
+    def _group(self, group: list[PlannedRun]) -> list[dict[str, Any]]:
+        return self._scheduled(group) if group[0].schedule else self._fixed(group)
 
     def _fit_memory(self, size: int, limit: int) -> int:
         """`limit` cut to the widest group whose compiled chunk fits device memory (where a limit
@@ -242,7 +250,8 @@ class Session:
                 feed.close()
         writer = sinks[0]
         summaries = self.summaries(group, end.results, writer.written, writer.wall_s, end.compile_s,
-                                   _speed(program, end, ctx.data), _stopped(end, stopper))
+                                   _speed(program, arith, end, start.first_step, ctx.data),
+                                   _stopped(end, stopper))
         finish_all(sinks, summaries)
         if checkpoints is not None:
             checkpoints.finish()
@@ -284,11 +293,13 @@ class Session:
     def sinks(self, group: list[PlannedRun], arith: Arithmetic, mode: str, count: Any,
               bar: progress.GroupProgress) -> list[Sink]:
         """A group's sinks, in the order they hear a chunk: the writer first (it counts the
-        rows' examples and tokens), the trackers, the caller's hooks, the progress display."""
+        rows' examples and tokens), the trackers, the caller's hooks, the progress display,
+        and the renewal of the group's claim."""
         ids = [r.run_id for r in group]
         configs = [self.run_config(r, arith) for r in group]
         return [Writer(self.p.out, ids, configs, count, mode),
-                TrackerSink(self.trackers, ids, configs, mode), *self.hooks, bar]
+                TrackerSink(self.trackers, ids, configs, mode), *self.hooks, bar,
+                *self.claims.sinks()]
 
     def run_config(self, r: PlannedRun, arith: Arithmetic) -> dict[str, Any]:
         cfg = self.p.cfg
@@ -339,9 +350,14 @@ def _stopped(end: GroupEnd, stopper: Dominance | None) -> list[dict[str, Any]]:
             for i, res in enumerate(end.results)]
 
 
-def _speed(program: GroupProgram, end: GroupEnd, data: Any) -> dict[str, Any]:
-    """The group's throughput over its training seconds (compile time apart)."""
-    return throughput.figures(sum(r.steps for r in end.results), program.spec.batch_size,
-                              end.train_s, program.model_flops(data),
-                              program.mesh.devices.flat[0], program.mesh.devices.size,
-                              program.precision)
+def _speed(program: GroupProgram, arith: Arithmetic, end: GroupEnd, first: int,
+           data: Any) -> dict[str, Any]:
+    """The group's throughput over the steps it trained here (from `first`, a resumed group's
+    checkpoint step) and its training seconds; its compile-ahead seconds apart."""
+    steps = [max(r.steps - first, 0) for r in end.results]
+    examples = sum(arith.examples_at(first + n) - arith.examples_at(first) for n in steps)
+    mesh = program.mesh
+    return {**throughput.figures(sum(steps), program.spec.batch_size, end.train_s,
+                                 program.model_flops(data), mesh.devices.flat[0],
+                                 mesh.devices.size, program.precision, examples),
+            "compile_ahead_s": end.compile_ahead_s}

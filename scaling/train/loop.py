@@ -33,15 +33,19 @@ class RunResult:
 
 @dataclass
 class GroupEnd:
-    """A group that stopped: each run's result, the compile seconds of the chunk programs it
-    ran, its training seconds (the chunks from the first dispatch to the last rows read,
-    compilation on this thread left out), and its last state (to continue it elsewhere)."""
+    """A group that stopped: each run's result, the seconds its thread spent compiling chunks
+    (or waiting for a compile started ahead), its training seconds (the chunks from the first
+    dispatch to the last rows read, those compile seconds left out), its last state (to
+    continue it elsewhere), and the compile seconds of its chunks compiled ahead, before it
+    started (overlapping the previous group's training; only what was left of them when the
+    group needed them counts in compile_s)."""
 
     results: list[RunResult]
     compile_s: float
     train_s: float
     state: RunState
     packing: Packing
+    compile_ahead_s: float = 0.0
 
 
 class Stopper(Protocol):
@@ -71,7 +75,6 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
     spec, packing, rs = program.spec, start.packing, start.state
     clock = _Clock(program, start.wall_s)
     pending = _begin(start, clock, sinks)
-    keys: set = set()
     end = spec.last_step if until is None else min(until, spec.last_step)
     for first in range(start.first_step, end, spec.chunk_steps):
         rs = _repack(program, rs, packing)
@@ -80,7 +83,6 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
             chunk_data = stream.get(first)
             slots = stream.slots([start.runs[max(s, 0)].seed for s in packing.slots])
         rs, rows = clock.chunk(rs, chunk_data, eval_data, first, slots, end)
-        keys.add(program.compile_key(len(packing.slots), chunk_data))
         if pending is not None:
             if pending.fold(packing, clock, sinks):
                 pending = None
@@ -100,8 +102,7 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
     final = packing.final(program.final_view(rs))
     results = [RunResult(Status(int(final["status"][i])).label, int(final["steps"][i]))
                for i in range(packing.num_runs)]
-    return GroupEnd(results, sum(program.compile_s[k] for k in keys), clock.train_s(), rs,
-                    packing)
+    return GroupEnd(results, clock.compiling, clock.train_s(), rs, packing, clock.ahead_s)
 
 
 def _begin(start: Start, clock: "_Clock", sinks: Sequence[Sink]) -> "_Chunk | None":
@@ -137,18 +138,25 @@ def _repack(program: GroupProgram, rs: RunState, packing: Packing) -> RunState:
 
 class _Clock:
     """The group's wall seconds (from `wall_s` already spent, as a resumed group counts), and
-    its training seconds: the loop's time less the time this thread spent compiling chunks."""
+    its training seconds: the loop's time less the time this thread spent compiling chunks;
+    apart, the compile seconds of the chunks it runs that were compiled ahead."""
 
     def __init__(self, program: GroupProgram, wall_s: float) -> None:
         self.program = program
         self.began = time.perf_counter()
         self.offset = wall_s
         self.compiling = 0.0
+        self.ahead_s = 0.0
 
-    def chunk(self, rs: RunState, *args: Any) -> tuple[RunState, dict]:
-        before = self.program.compile_wait_s
-        out = self.program.chunk(rs, *args)
-        self.compiling += self.program.compile_wait_s - before
+    def chunk(self, rs: RunState, data: Any, *args: Any) -> tuple[RunState, dict]:
+        program = self.program
+        key = program.compile_key(int(rs.status.shape[0]), data)
+        first_run = not program.chunks_at.get(key)
+        before = program.compile_wait_s
+        out = program.chunk(rs, data, *args)
+        self.compiling += program.compile_wait_s - before
+        if first_run and key in program.ahead:
+            self.ahead_s += program.compile_s[key]
         return out
 
     def wall(self) -> float:

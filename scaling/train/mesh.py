@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 
@@ -46,3 +47,12 @@ def maybe_initialize_distributed() -> None:
 def is_leader() -> bool:
     """Only process 0 writes files, so hosts never race on the same run."""
     return jax.process_index() == 0
+
+
+def leader_decides(values: list[int]) -> list[int]:
+    """The leader's `values` on every process: what only the leader decides (whether it holds
+    a group's claim) but every process must follow, since they train the group together."""
+    if jax.process_count() == 1:
+        return list(values)
+    sent = multihost_utils.broadcast_one_to_all(np.asarray(values, np.int32))
+    return [int(v) for v in np.asarray(sent)]

@@ -44,6 +44,7 @@ class GroupProgram(RunStep):
         self.compiled: dict[Any, Callable] = {}
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
+        self.ahead: set[Any] = set()  # keys compiled ahead (compile_ahead), before a group ran them
         self.compile_wait_s = 0.0  # seconds chunk() spent compiling, or waiting for a compile
         self._model_flops: tuple[float | None] | None = None  # model_flops, once counted
 
@@ -216,7 +217,7 @@ class GroupProgram(RunStep):
             return width
         return width, int(jax.tree.leaves(data)[0].shape[0])
 
-    def _compile(self, key: Any, args: tuple) -> Any:
+    def _compile(self, key: Any, args: tuple, ahead: bool = False) -> Any:
         """The chunk for `key`, compiled once; `args` may hold abstract (shape-only) state. A
         compile started ahead on another thread is waited for, not repeated."""
         with self._compiling:
@@ -224,6 +225,8 @@ class GroupProgram(RunStep):
                 start = time.perf_counter()
                 self.compiled[key] = self._chunk.lower(*args).compile()
                 self.compile_s[key] = time.perf_counter() - start
+                if ahead:
+                    self.ahead.add(key)
             return self.compiled[key]
 
     def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
@@ -235,8 +238,8 @@ class GroupProgram(RunStep):
     def compile_ahead(self, width: int, data: Any, eval_data: Any) -> Any:
         """The chunk at `width` compiled from shapes alone (e.g. on a background thread while
         another group trains); the group that trains at this width reuses it."""
-        return self._compile(self.compile_key(width, data), self._abstract_args(width, data,
-                                                                                 eval_data))
+        return self._compile(self.compile_key(width, data),
+                             self._abstract_args(width, data, eval_data), ahead=True)
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
         """The shapes, dtypes and shardings of a group's state at `width`, nothing allocated."""

@@ -74,13 +74,17 @@ def step_flops(loss: Any, params: Any, batch: Any) -> float | None:
 
 
 def figures(run_steps: int, batch_size: int, train_s: float, flops_per_step: float | None,
-            device: Any, num_devices: int, precision: str) -> dict[str, Any]:
-    """One group's throughput, as summaries record it (None where a figure is unknown)."""
+            device: Any, num_devices: int, precision: str, examples: int | None = None
+            ) -> dict[str, Any]:
+    """One group's throughput, as summaries record it (None where a figure is unknown):
+    `run_steps` (every run's steps, summed) and `examples` (default run_steps x batch_size;
+    exact where a last batch is partial) trained in `train_s` seconds."""
+    examples = run_steps * batch_size if examples is None else examples
     rate = lambda n: n / train_s if train_s > 0 else None
     flops_s = None if flops_per_step is None else rate(flops_per_step * run_steps)
     peak_s, source = peak(device, precision)
-    return {"run_steps_per_s": rate(run_steps), "examples_per_s": rate(run_steps * batch_size),
+    return {"run_steps_per_s": rate(run_steps), "examples_per_s": rate(examples),
             "model_flops_per_step": flops_per_step, "model_flops_per_s": flops_s,
             "peak_flops_per_s": peak_s * num_devices, "peak_source": source,
             "mfu": None if flops_s is None else flops_s / (peak_s * num_devices),
-            "train_s": train_s}
+            "train_s": train_s, "examples": examples}
