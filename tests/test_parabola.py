@@ -15,9 +15,10 @@ def test_the_vertex_and_its_value_of_an_exact_parabola():
     x = np.geomspace(0.01, 1.0, 7)
     y = np.exp(0.7 * (np.log(x) - math.log(0.13)) ** 2 + math.log(2.5))
     best = int(np.argmin(y))
-    at, value = log_vertex(x, y, best)
+    at, value, curvature = log_vertex(x, y, best)
     assert math.isclose(at, 0.13, rel_tol=1e-12)
     assert math.isclose(value, 2.5, rel_tol=1e-12)
+    assert math.isclose(curvature, 1.4, rel_tol=1e-9)  # d^2 log y / d (log x)^2 = 2 x 0.7
 
 
 def test_no_vertex_at_an_edge_beside_a_gap_or_opening_downward():
@@ -36,9 +37,9 @@ def test_vectorised_draws_equal_one_at_a_time_and_refine_lr():
     y = np.exp((np.log(x)[None] + 3.0 + rng.normal(0, 0.5, (50, 1))) ** 2 * 0.2
                + rng.normal(0, 0.05, (50, 9)))
     best = np.argmin(y, axis=1)
-    at, value = log_vertex(x, y, best)
+    at, value, _ = log_vertex(x, y, best)
     for k in range(50):
-        one_at, one_value = log_vertex(x, y[k], best[k])
+        one_at, one_value, _ = log_vertex(x, y[k], best[k])
         assert (np.isnan(at[k]) and np.isnan(one_at)) or math.isclose(at[k], one_at)
         assert (np.isnan(value[k]) and np.isnan(one_value)) or math.isclose(value[k], one_value)
         refined = refine_lr(x, y[k], int(best[k]))

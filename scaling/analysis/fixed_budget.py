@@ -134,7 +134,7 @@ def _refined(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     filled = np.where(np.isnan(y), np.inf, y)
     best = np.argmin(filled, axis=-1)
     grid_y = np.take_along_axis(y, best[..., None], -1)[..., 0]
-    at, value = log_vertex(x, y, best)
+    at, value, _ = log_vertex(x, y, best)
     ok = np.isfinite(at)
     at = np.where(ok, at, np.where(np.isfinite(grid_y), np.asarray(x)[best], np.nan))
     return at, np.where(ok, value, grid_y), ok, best

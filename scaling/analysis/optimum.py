@@ -19,33 +19,21 @@ import math
 
 import numpy as np
 
+from scaling.analysis.parabola import log_vertex
 from scaling.analysis.selection import cell_means_many
 from scaling.analysis.table import LRCurve
 from scaling.formatting import interval, number
 
 
-def _parabola(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vertex (x, y) and second derivative of the parabola through the three rows of x, y
-    (each shaped 3 x draws), the middle one lowest: a flat one gives the middle point."""
-    f01 = (y[1] - y[0]) / (x[1] - x[0])
-    f12 = (y[2] - y[1]) / (x[2] - x[1])
-    a = (f12 - f01) / (x[2] - x[0])
-    slope = f01 + a * (x[1] - x[0])  # the derivative at the middle point
-    curved = a > 1e-12
-    safe = np.where(curved, a, 1.0)
-    x_star = np.where(curved, x[1] - slope / (2 * safe), x[1])
-    y_star = np.where(curved, y[1] - slope**2 / (4 * safe), y[1])
-    return x_star, y_star, 2 * np.where(curved, a, 0.0)
-
-
 def vertex(lrs: list[float], steps: list[float]) -> tuple[float, float, float]:
     """(learning rate, steps, curvature) at the minimum of the parabola in (log lr, log steps)
     through three points, the middle with the fewest steps; curvature is d^2 log steps /
-    d (log lr)^2. The minimum lies between the outer points and at or below the middle one."""
-    x = np.log(np.asarray(lrs, float))[:, None]
-    y = np.log(np.asarray(steps, float))[:, None]
-    x_star, y_star, curvature = _parabola(x, y)
-    return float(np.exp(x_star[0])), float(np.exp(y_star[0])), float(curvature[0])
+    d (log lr)^2. The minimum lies between the outer points and at or below the middle one;
+    three equal steps give the middle point, curvature 0."""
+    lr, value, curvature = log_vertex(np.asarray(lrs, float), np.asarray(steps, float), 1)
+    if np.isnan(curvature):
+        return float(lrs[1]), float(steps[1]), 0.0
+    return float(lr), float(value), float(curvature)
 
 
 def no_bracket(grid: LRCurve, best: int) -> str | None:
@@ -94,14 +82,9 @@ def resampled(lrs: list[float], steps: np.ndarray, draws: np.ndarray
     best = np.argmin(filled, axis=0)
     cols = np.arange(means.shape[1])
     value = filled[best, cols]
-    inner = (best > 0) & (best < len(lrs) - 1)
-    lo, hi = np.clip(best - 1, 0, None), np.clip(best + 1, None, len(lrs) - 1)
-    y = np.log(np.stack([filled[lo, cols], value, filled[hi, cols]]))
-    bracketed = inner & np.all(np.isfinite(y), axis=0)
-    x = np.log(np.asarray(lrs, float))[np.stack([lo, best, hi])]
-    x = np.where(bracketed, x, x[1] + np.array([[-1.0], [0.0], [1.0]]))  # no division by 0
-    _, y_star, _ = _parabola(x, np.where(bracketed, y, 0.0))
-    out = np.where(bracketed, np.exp(y_star), value)
+    _, y_star, _ = log_vertex(np.asarray(lrs, float), filled.T, best)
+    bracketed = np.isfinite(y_star)
+    out = np.where(bracketed, y_star, value)
     return np.where(np.isfinite(out), out, np.nan), bracketed
 
 
