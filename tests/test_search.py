@@ -179,7 +179,6 @@ def test_rounds_are_recorded_once_and_resume_where_they_stopped(tmp_path):
     records = store.read_rounds(tmp_path)
     assert [r["round"] for r in S.rounds_of(records, 64)] == [1, 2]
     assert S.searched_rates([0.1, 0.3], records, 64) == [0.1, 0.3, 0.5, 0.7, 0.6]
-    assert store.read_extensions(tmp_path) == []  # a file of its own
 
 
 def test_a_dominated_summary_reads_as_censored():
