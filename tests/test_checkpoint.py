@@ -3,6 +3,7 @@ checkpoint and writes exactly the metric rows of a group that was never interrup
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from scaling.train.repack import Packing
 CKPT = {
     "name": "ck", "task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [32]},
     "optimizer": {"name": "momentum"}, "batch": {"sizes": [64]},
-    "learning_rate": {"values": [0.05, 0.2, 3.0]}, "budget": {"max_steps": 300},
+    "learning_rate": {"values": [0.05, 0.2, 3.0], "search": False}, "budget": {"max_steps": 300},
     "targets": ["eval_loss<=0.3"], "eval": {"every": 10, "points_per_decade": 0},
     "train": {"chunk_steps": 10, "checkpoint_minutes": 1e-9, "keep_checkpoints": True},
 }
@@ -131,6 +132,40 @@ def test_with_every_checkpoint_corrupt_the_group_starts_again(checkpointed, refe
     assert sum("is unusable" in m for m in messages) == 2, messages
     assert not any("resumed" in m for m in messages)
     assert _rows(tmp_path / "o") == reference
+
+
+@pytest.mark.slow
+def test_a_group_resumed_mid_way_stops_the_same_dominated_runs(tmp_path, monkeypatch,
+                                                               scaling_log):
+    """With a fourth, slow learning rate (0.01: not a neighbour of the best once 0.05 is
+    tried), stopping dominated runs is decided from the rows, one chunk behind: a group resumed
+    from a checkpoint in the middle stops the same run at the same step, row for row."""
+    data = json.loads(json.dumps(CKPT))
+    data["learning_rate"]["values"] = [0.01, 0.05, 0.2, 3.0]
+    cfg = config_mod.from_dict(data)
+    data["train"]["checkpoint_minutes"] = 0
+    runner.run(config_mod.from_dict(data), tmp_path / "reference", quiet=True)
+    reference = _rows(tmp_path / "reference")
+    statuses = {r["run_id"]: r["summary"]["status"] for r in store.load(tmp_path / "reference")}
+    assert list(statuses.values()).count("dominated") == 1, statuses
+    stopped_at = min(r["summary"]["steps"] for r in store.load(tmp_path / "reference")
+                     if r["summary"]["status"] == "dominated")
+    keep = (stopped_at - 20,)  # saved, and kept, a chunk before the run's last decided chunk
+    prepare = runner.prepare
+    monkeypatch.setattr(runner, "prepare", lambda *a, **k: dataclasses.replace(
+        prepare(*a, **k), checkpoint_at=keep))
+    runner.run(cfg, tmp_path / "saved", quiet=True)
+    shutil.copytree(tmp_path / "saved", tmp_path / "o")
+    _unfinish(tmp_path / "o")
+    for meta in _checkpoints(tmp_path / "o"):  # resume from the one before the stop
+        if int(meta.stem.split("_")[1]) != keep[0]:
+            meta.unlink()
+    scaling_log.clear()
+    runner.run(cfg, tmp_path / "o", quiet=True)
+    assert any(f"resumed from the checkpoint at step {keep[0]}" in r.getMessage()
+               for r in scaling_log.records)
+    assert _rows(tmp_path / "o") == reference
+    assert {r["run_id"]: r["summary"]["status"] for r in store.load(tmp_path / "o")} == statuses
 
 
 def test_checkpoints_of_a_finished_group_are_removed_unless_kept(tmp_path):
