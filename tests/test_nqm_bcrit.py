@@ -1,9 +1,9 @@
 """End to end on the noisy quadratic model: real SGD sweeps, analysed, against the exact B_crit.
 
-The reference takes the closed-form expected loss at each of the sweep's learning rates, the
-fewest steps to target per batch size, and fits S(B) the way the analysis does: the estimator
-is judged on what its grid can resolve (how much a coarse learning-rate grid moves B_crit on
-top is measured in results/steps_to_target).
+The reference takes the closed-form expected loss over a fine grid of learning rates, the
+fewest steps to target per batch size, and fits S(B) the way the analysis does: the sweep
+starts from an 8-rate grid, searches around each batch size's best and reads the optimum
+between its rates, so it is judged against the optimum, not against its first grid.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int) ->
 
 
 def exact_b_crit(options, target: float, steps: int) -> float:
-    """B_crit of the closed form at the sweep's learning rates."""
-    return closed_form_b_crit(options, SIZES, target, steps, np.asarray(LRS))["b_crit"]
+    """B_crit of the closed form at its fewest steps over a fine grid of rates up to the
+    stability bound: the optimum that the sweep's learning-rate search reads between its rates."""
+    return closed_form_b_crit(options, SIZES, target, steps)["b_crit"]
 
 
 def test_closed_form_matches_the_recursion():
@@ -85,9 +86,12 @@ def sweeps(tmp_path_factory) -> dict[str, tuple[dict, list[float]]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("spectrum", list(SPECTRA))
 def test_sweep_b_crit_matches_the_exact_nqm(sweeps, spectrum):
-    """The default reading (smoothed, window 1.5, the fewest mean steps) is within 10% of the
-    closed form for every target. Measured with a numpy copy of these sweeps over 16 disjoint
-    seed groups: 16 of 16 groups pass for each spectrum."""
+    """The default reading (smoothed, window 1.5, the fewest mean steps, the search's optimum)
+    within 10% of the closed form's optimum over a fine grid at every target. Measured: 0.967,
+    0.976, 0.998 (noise-dominated) and 0.974, 0.912, 0.975 (spread). Where it is weak: in the
+    spread spectrum the large batches' optimum sits at the stability bound (lr ~2); the search
+    stops at the highest stable rate within its resolution (1.9: 2.04 diverges) and reads 4-7%
+    more steps there than at the bound, which pulls B_crit low."""
     result, exact = sweeps[spectrum]
     assert result["reached"]["rule"] == "smoothed" and result["lr_selection"] == "min"
     assert not any(t["unreached_batch_sizes"] for t in result["targets"])
@@ -100,9 +104,9 @@ def test_sweep_b_crit_matches_the_exact_nqm(sweeps, spectrum):
 
 @pytest.mark.slow
 def test_the_closed_form_is_inside_most_intervals(sweeps):
-    """4 of the 6 bootstrap intervals hold the exact B_crit. Measured as above: 2 or more of 3
-    in 15 of 16 groups (noise-dominated) and 13 of 16 (spread, where smoothing leaves B_crit
-    about 3% high and the interval, from the seeds alone, does not widen for it)."""
+    """4 of the 6 bootstrap intervals hold the exact B_crit. Measured: 5 of 6 (the spread
+    spectrum's middle target misses: the interval, from the seeds alone, does not widen for
+    the steps read high at the stability bound)."""
     inside = [lo <= e <= hi for result, exact in sweeps.values()
               for (lo, hi), e in zip((t["b_crit_ci"] for t in result["targets"]), exact)]
     assert sum(inside) >= 4, inside

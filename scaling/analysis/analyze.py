@@ -278,9 +278,10 @@ def sweep_reading(out: Path) -> Reach:
 def clipped_reading(cfg: dict) -> bool:
     """Whether runs whose reading window the budget cut off are read with the window clipped
     (flagged): where the sweep ran no reading extension (budget.reading_extension off or 1,
-    or a folder from before it existed)."""
+    runs that did not stop at their targets, or a folder from before it existed)."""
     ext = (cfg.get("budget") or {}).get("reading_extension", False)
-    return ext is False or ext is None or ext <= 1
+    stops = (cfg.get("train") or {}).get("stop_at_targets", True)
+    return ext is False or ext is None or ext <= 1 or not stops
 
 
 def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, str]:

@@ -48,8 +48,12 @@ class LRCurve:
         return cell_means(self.stack("steps"))
 
     def stack(self, name: str) -> np.ndarray:
-        """One of the per-LR fields as an array, LRs x seeds."""
-        return np.array(getattr(self, name), float).reshape(len(self.lrs), -1)
+        """One of the per-LR fields as an array, LRs x seeds; a field left empty (not measured)
+        reads as NaN in the shape of steps."""
+        values = getattr(self, name)
+        if not values and name != "steps":
+            return np.full_like(self.stack("steps"), np.nan)
+        return np.array(values, float).reshape(len(self.lrs), -1)
 
     def bounds(self) -> np.ndarray:
         """Per LR with a censored seed and every other seed reached, a lower bound of its mean

@@ -394,3 +394,11 @@ class Config:
     gns: GNSConfig = field(default_factory=GNSConfig)
     log: LogConfig = field(default_factory=LogConfig)
     branch: BranchConfig = field(default_factory=BranchConfig)
+
+    @property
+    def reading_extension(self) -> float:
+        """The factor of its budget a run may go on to, to confirm a crossed target's reading:
+        budget.reading_extension where runs stop at their targets, else 1 (they train to the
+        end, and a reading cut off there is clipped)."""
+        stops = bool(self.targets) and self.train.stop_at_targets
+        return self.budget.extension_factor if stops else 1.0

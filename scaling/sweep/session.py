@@ -330,7 +330,7 @@ class Session:
             out.append(run_summary(
                 r.run_id, res.status, rows[i], batch_size=r.batch_size, spec=r.spec,
                 steps=res.steps, examples=examples, tokens=tokens, targets=cfg.targets,
-                reach=cfg.reached.reach, clip=cfg.budget.extension_factor <= 1,
+                reach=cfg.reached.reach, clip=cfg.reading_extension <= 1,
                 task=cfg.task.name, optimizer=cfg.optimizer.name,
                 wall_s=round(wall_s, 3), compile_s=round(compile_s, 3),
                 group_size=len(group), throughput=speed, **more))

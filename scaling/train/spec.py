@@ -251,8 +251,7 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         schedule=LRSchedule(cfg.schedule.name, arith.warmup_steps, cfg.schedule.final_fraction),
         stopping=Stopping(tuple(parse_target(t) for t in cfg.targets), cfg.train.stop_at_targets,
                           cfg.train.divergence_factor, cfg.reached.reach,
-                          cfg.budget.extension_factor if cfg.targets and cfg.train.stop_at_targets
-                          else 1.0),
+                          cfg.reading_extension),
         noise=NoiseSpec(g.enabled, g.ema_decay, g.hessian_every if g.enabled else 0, g.every,
                         g.enabled and g.preconditioned),
         evaluation=EvalSpec(cfg.eval.every, cfg.eval.points_per_decade, cfg.eval.ema_decay),
