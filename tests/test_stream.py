@@ -18,7 +18,7 @@ from scaling.train.program import GroupProgram
 from scaling.train.spec import group_spec
 from scaling.sweep import session as session_mod
 from tests.test_image_files import write_fixtures
-from tests.test_sweep import _kill_after_first_run, _scaling, _summaries
+from tests.test_grid import _kill_after_first_run, _scaling, _summaries
 
 DIGITS = {
     "name": "s", "task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]},
