@@ -6,18 +6,15 @@ import json
 import math
 import os
 import runpy
-import signal
-import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from scaling import config, store
+from scaling import config as config_mod, store
 from scaling.cli.main import main
 from scaling.config import ConfigError
 from scaling.formatting import duration, number, percent
@@ -26,11 +23,14 @@ from scaling.tasks import storage
 from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec
 from scaling.sweep import prepare as prepare_mod
+from tests.helpers import (SWEEP, assert_same, assert_throughput, comparable, config,
+                           kill_after_first_run, on_disk, scaling_process, summary_files,
+                           write_config)
 
 # ---------------------------------------------------------------- dry run
 
 
-def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys, write_config):
+def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "o"
     assert main(["sweep", write_config(tmp_path), "--out", str(out), "--dry-run"]) == 0
     text = capsys.readouterr().out
@@ -42,9 +42,10 @@ def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys
     assert text.count("to do  bs") == 8 and "batch 16 group 1: 2 runs, 0 done, 2 to train" in text
 
 
-def test_dry_run_marks_finished_runs(tmp_path, capsys, cfg_of, write_config):
+def test_dry_run_marks_finished_runs(tmp_path, capsys):
     config_path, out = write_config(tmp_path), tmp_path / "o"
-    runner.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1]), out, quiet=True, force=True)
+    runner.run(config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.1]"), out, quiet=True,
+               force=True)
     before = sorted(p.name for p in out.rglob("*"))
     capsys.readouterr()
     assert main(["sweep", config_path, "--out", str(out), "--dry-run"]) == 0
@@ -58,7 +59,7 @@ def test_dry_run_marks_finished_runs(tmp_path, capsys, cfg_of, write_config):
 
 
 @pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "0/0", "1/2/3"])
-def test_bad_shard_is_refused(tmp_path, capsys, text, write_config):
+def test_bad_shard_is_refused(tmp_path, capsys, text):
     with pytest.raises(ConfigError, match="--shard"):
         grid.parse_shard(text)
     assert main(["sweep", write_config(tmp_path), "--out", str(tmp_path / "o"),
@@ -80,18 +81,18 @@ def test_partition_is_longest_processing_time_first():
     assert grid.partition(units, 7)[5:] == [[], []]
 
 
-def test_units_cost_examples_and_follow_max_group_size(cfg_of):
-    cfg = cfg_of(batch__sizes=[8, 16], train={"max_group_size": 3}, seeds=[0])
+def test_units_cost_examples_and_follow_max_group_size():
+    cfg = config(SWEEP, "batch.sizes=[8, 16]", "train.max_group_size=3", "seeds=[0]")
     runs = grid.expand(cfg)
     units = grid.units(cfg, runs, {8: 800, 16: 1600})
     assert [(u.batch_size, len(u.runs), u.cost) for u in units] == [(8, 2, 1600), (16, 2, 3200)]
-    cfg = cfg_of(learning_rate__values=[0.1, 0.2, 0.3], train={"max_group_size": 2})
+    cfg = config(SWEEP, "learning_rate.values=[0.1, 0.2, 0.3]", "train.max_group_size=2")
     sizes = [len(u.runs) for u in grid.units(cfg, grid.expand(cfg), {8: 1, 16: 1})]
     assert sizes == [2, 2, 2, 2, 2, 2]
 
 
-def test_the_partition_ignores_finished_runs(tmp_path, cfg_of):
-    cfg, out = cfg_of(), tmp_path / "o"
+def test_the_partition_ignores_finished_runs(tmp_path):
+    cfg, out = config(SWEEP), tmp_path / "o"
     before = [[r.run_id for r in u.runs] for u in prepare_mod.prepare(cfg, out, shard=(1, 3)).units]
     runner.run(cfg, out, batch_sizes=[8], quiet=True, shard=(0, 3))
     assert any(store.is_done(out, r.run_id) for r in grid.expand(cfg))
@@ -99,9 +100,8 @@ def test_the_partition_ignores_finished_runs(tmp_path, cfg_of):
 
 
 @pytest.mark.slow
-def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, comparable, on_disk,
-                                              assert_throughput):
-    cfg = cfg_of()
+def test_two_shards_equal_the_unsharded_sweep(tmp_path):
+    cfg = config(SWEEP)
     whole = runner.run(cfg, tmp_path / "whole", quiet=True)
     first = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(0, 2))
     second = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(1, 2))
@@ -116,57 +116,36 @@ def test_two_shards_equal_the_unsharded_sweep(tmp_path, assert_same, cfg_of, com
 
 # ---------------------------------------------------------------- kill -9, concurrency
 
-LONG = {"batch": {"sizes": [8, 16, 32, 64]},
-        "learning_rate": {"values": [0.05, 0.1, 0.5], "search": False},
-        "train": {"max_group_size": 1, "chunk_steps": 10}, "targets": ["eval_loss<=0.05"]}
-
-
-def _scaling(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "scaling.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _summaries(out: Path) -> list[Path]:
-    return list(out.glob("runs/*/summary.json"))
-
-
-def _kill_after_first_run(proc: subprocess.Popen, out: Path) -> int:
-    """SIGKILL a sweep once its first run has finished; the number of runs finished by then."""
-    deadline = time.monotonic() + 120
-    while not _summaries(out) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return len(_summaries(out))
+LONG = ("batch.sizes=[8, 16, 32, 64]", "learning_rate.values=[0.05, 0.1, 0.5]",
+        "learning_rate.search=false", "train.max_group_size=1", "train.chunk_steps=10",
+        "targets=['eval_loss<=0.05']")
 
 
 @pytest.mark.slow
-def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path, assert_same, cfg_of,
-                                                                 on_disk, write_config,
-                                                                 assert_throughput):
-    config_path, out = write_config(tmp_path, **LONG), tmp_path / "killed"
-    finished = _kill_after_first_run(_scaling("sweep", config_path, "--out", str(out), "--quiet"),
-                                     out)
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path):
+    config_path, out = write_config(tmp_path, *LONG), tmp_path / "killed"
+    finished = kill_after_first_run(
+        scaling_process("sweep", config_path, "--out", str(out), "--quiet"), out)
     assert 0 < finished < 24, "the kill must land mid-sweep for this test to mean anything"
     assert main(["sweep", config_path, "--out", str(out), "--quiet"]) == 0
-    runner.run(cfg_of(**LONG), tmp_path / "clean", quiet=True)
-    assert len(_summaries(out)) == 24
+    runner.run(config(SWEEP, *LONG), tmp_path / "clean", quiet=True)
+    assert len(summary_files(out)) == 24
     assert_same(on_disk(tmp_path / "clean"), on_disk(out))
     assert assert_throughput(out, resumed=True) == assert_throughput(tmp_path / "clean") == 24
 
 
 @pytest.mark.slow
-def test_two_shard_processes_write_one_folder_at_once(tmp_path, cfg_of, write_config):
-    config_path, out = write_config(tmp_path, **LONG), tmp_path / "o"
-    procs = [_scaling("sweep", config_path, "--out", str(out), "--quiet", "--shard", f"{i}/2")
+def test_two_shard_processes_write_one_folder_at_once(tmp_path):
+    config_path, out = write_config(tmp_path, *LONG), tmp_path / "o"
+    procs = [scaling_process("sweep", config_path, "--out", str(out), "--quiet", "--shard", f"{i}/2")
              for i in range(2)]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     records = store.load(out)
     assert len(records) == 24 and not list(out.rglob("*.tmp"))
-    assert config.to_dict(config.from_dict(yaml.safe_load((out / "sweep.yaml").read_text()))) == \
-        config.to_dict(cfg_of(**LONG))
+    assert config_mod.to_dict(config_mod.from_dict(yaml.safe_load((out / "sweep.yaml").read_text()))) == \
+        config_mod.to_dict(config(SWEEP, *LONG))
     for r in records:
         text = (out / "runs" / r["run_id"] / "metrics.jsonl").read_text()
         assert len(r["metrics"]) == len(text.splitlines()) and r["metrics"][-1]["step"] == r["summary"]["steps"]
@@ -176,12 +155,12 @@ def test_two_shard_processes_write_one_folder_at_once(tmp_path, cfg_of, write_co
 
 
 @pytest.mark.slow
-def test_extension_trains_only_the_new_points(tmp_path, cfg_of):
+def test_extension_trains_only_the_new_points(tmp_path):
     out = tmp_path / "o"
-    small = cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0])
+    small = config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.1]", "seeds=[0]")
     first = runner.run(small, out, quiet=True)
-    stamp = {p: p.stat().st_mtime_ns for p in _summaries(out)}
-    bigger = cfg_of(batch__sizes=[8, 16], learning_rate__values=[0.1, 0.5], seeds=[0, 1])
+    stamp = {p: p.stat().st_mtime_ns for p in summary_files(out)}
+    bigger = config(SWEEP, "batch.sizes=[8, 16]", "learning_rate.values=[0.1, 0.5]", "seeds=[0, 1]")
     new = runner.run(bigger, out, quiet=True)
     all_ids = {r.run_id for r in grid.expand(bigger)}
     assert {s["run_id"] for s in first} == {"bs8-lr0.1-seed0"}
@@ -191,28 +170,29 @@ def test_extension_trains_only_the_new_points(tmp_path, cfg_of):
 
 
 @pytest.mark.slow
-def test_a_folder_of_another_model_is_refused_unless_forced(tmp_path, cfg_of):
+def test_a_folder_of_another_model_is_refused_unless_forced(tmp_path):
     out = tmp_path / "o"
-    runner.run(cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0]), out, quiet=True)
-    other = cfg_of(batch__sizes=[8], learning_rate__values=[0.1], seeds=[0],
-                   optimizer={"name": "momentum"})
+    runner.run(config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.1]", "seeds=[0]"), out,
+               quiet=True)
+    other = config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.1]", "seeds=[0]",
+                   "optimizer.name=momentum")
     with pytest.raises(ConfigError, match="different optimizer.*--force"):
         runner.run(other, out, quiet=True)
     with pytest.raises(ConfigError, match="different optimizer"):
         prepare_mod.prepare(other, out)
     assert [s["run_id"] for s in runner.run(other, out, quiet=True, force=True)] == []
-    other = cfg_of(batch__sizes=[8], learning_rate__values=[0.2], seeds=[0],
-                   optimizer={"name": "momentum"})
+    other = config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.2]", "seeds=[0]",
+                   "optimizer.name=momentum")
     assert [s["run_id"] for s in runner.run(other, out, quiet=True, force=True)] == ["bs8-lr0.2-seed0"]
 
 
 # ---------------------------------------------------------------- pandas view
 
 
-def test_frame_has_one_row_per_run_with_flattened_fields(tmp_path, cfg_of):
+def test_frame_has_one_row_per_run_with_flattened_fields(tmp_path):
     pd = pytest.importorskip("pandas")
     out = tmp_path / "o"
-    runner.run(cfg_of(batch__sizes=[8], seeds=[0]), out, quiet=True)
+    runner.run(config(SWEEP, "batch.sizes=[8]", "seeds=[0]"), out, quiet=True)
     df = store.frame(out)
     assert isinstance(df, pd.DataFrame) and len(df) == 2
     assert sorted(df["run_id"]) == ["bs8-lr0.1-seed0", "bs8-lr0.5-seed0"]
@@ -286,8 +266,8 @@ def test_eta_is_elapsed_per_budgeted_example_times_what_is_left():
     assert duration(None) == "unknown" and duration(3725) == "1h02m"
 
 
-def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys, write_config):
-    config_path = write_config(tmp_path, batch__sizes=[8], seeds=[0])
+def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys):
+    config_path = write_config(tmp_path, "batch.sizes=[8]", "seeds=[0]")
     assert main(["sweep", config_path, "--out", str(tmp_path / "o"), "--quiet", "--no-analyze"]) == 0
     out = capsys.readouterr().out.splitlines()
     best = {s["learning_rate"]: s["steps_to_target"][T] for s in
@@ -304,8 +284,8 @@ CENTERED = {"mode": "centered", "rule": "linear", "batch_ref": 8, "lr_ref": 0.5,
             "num": 3}
 
 
-def test_centered_grid_spans_the_factor_either_side_of_the_rule(cfg_of):
-    cfg = cfg_of(learning_rate=dict(CENTERED, num=5, span=4.0))
+def test_centered_grid_spans_the_factor_either_side_of_the_rule():
+    cfg = config(SWEEP, f"learning_rate={json.dumps(dict(CENTERED, num=5, span=4.0))}")
     assert grid.batch_learning_rates(cfg, 16, []) == pytest.approx([0.25, 0.5, 1.0, 2.0, 4.0])
     rounds = [{"batch_size": 16, "round": 1, "learning_rates": [0.125, 8.0]}]
     assert grid.batch_learning_rates(cfg, 16, rounds) == pytest.approx(
@@ -339,7 +319,7 @@ def files_for(path: Path, folder: Path) -> list[str]:
 def test_every_config_loads_and_plans(path, tmp_path):
     from scaling.config import arithmetic as plan
 
-    cfg = config.load(path, files_for(path, tmp_path))
+    cfg = config_mod.load(path, files_for(path, tmp_path))
     rows = [plan.for_config(cfg, size) for size in cfg.batch.sizes]
     assert all(r.total_steps > 0 for r in rows) and grid.expand(cfg)
     assert math.isfinite(sum(r.examples for r in rows))
@@ -349,16 +329,14 @@ def test_every_config_loads_and_plans(path, tmp_path):
 # ---------------------------------------------------------------- optimizer scalars as grid axes
 
 
-@pytest.fixture
-def axes_cfg(cfg_of):
+def axes_cfg(*optimizer: str) -> config_mod.Config:
     """The sweep config with momentum and these optimizer settings, one seed, one group."""
-    return lambda **optimizer: cfg_of(optimizer={"name": "momentum", **optimizer}, seeds=[0],
-                                      train={})
+    return config(SWEEP, "optimizer.name=momentum", *optimizer, "seeds=[0]", "train={}")
 
 
 def test_scalar_optimizer_settings_keep_the_old_run_ids():
     # Ids computed with the code before optimizer axes existed: existing folders must resume.
-    cfg = config.from_dict({
+    cfg = config_mod.from_dict({
         "task": {"name": "nqm", "dim": 10}, "budget": {"max_steps": 10}, "seeds": [0, 7],
         "optimizer": {"name": "momentum", "momentum": 0.95, "weight_decay": 1e-4},
         "batch": {"sizes": [8, 64]}, "learning_rate": {"values": [0.1, 1e-3 / 3]}})
@@ -369,8 +347,8 @@ def test_scalar_optimizer_settings_keep_the_old_run_ids():
     assert {r.spec.momentum for r in grid.expand(cfg)} == {0.95}
 
 
-def test_one_list_axis_multiplies_the_grid(axes_cfg):
-    cfg = axes_cfg(momentum=[0.0, 0.9], weight_decay=1e-4)
+def test_one_list_axis_multiplies_the_grid():
+    cfg = axes_cfg("optimizer.momentum=[0.0, 0.9]", "optimizer.weight_decay=1e-4")
     runs = grid.expand(cfg)
     assert len(runs) == 2 * 2 * 1 * 2
     assert [r.run_id for r in runs if r.batch_size == 8] == [
@@ -381,9 +359,9 @@ def test_one_list_axis_multiplies_the_grid(axes_cfg):
     assert [len(u.runs) for u in grid.units(cfg, runs, {8: 1, 16: 1})] == [4, 4]
 
 
-def test_two_list_axes_give_every_combination(cfg_of):
-    cfg = cfg_of(optimizer={"name": "adamw", "weight_decay": [0.0, 1e-4, 1e-3], "b2": [0.99, 0.999]},
-                 seeds=[0, 1], learning_rate__values=[0.1])
+def test_two_list_axes_give_every_combination():
+    cfg = config(SWEEP, "optimizer.name=adamw", "optimizer.weight_decay=[0.0, 1e-4, 1e-3]",
+                 "optimizer.b2=[0.99, 0.999]", "seeds=[0, 1]", "learning_rate.values=[0.1]")
     runs = grid.expand(cfg)
     assert len(runs) == 2 * 1 * 2 * 3 * 2 and len({r.run_id for r in runs}) == len(runs)
     assert [r.run_id for r in runs[:7]] == [
@@ -395,46 +373,47 @@ def test_two_list_axes_give_every_combination(cfg_of):
         (wd, b2) for wd in (0.0, 1e-4, 1e-3) for b2 in (0.99, 0.999)}
 
 
-def _folder_with(tmp_path: Path, cfg: config.Config) -> Path:
+def _folder_with(tmp_path: Path, cfg: config_mod.Config) -> Path:
     out = tmp_path / "o"
     out.mkdir()
-    (out / "sweep.yaml").write_text(config.to_yaml(cfg))
+    (out / "sweep.yaml").write_text(config_mod.to_yaml(cfg))
     return out
 
 
 @pytest.mark.parametrize("before, after", [
-    ([0.0, 0.9], [0.0, 0.5, 0.9]),
-    ([0.0, 0.9], [0.5]),
-    (0.9, [0.0, 0.9]),
-    ([0.0, 0.9], 0.9),
+    ("[0.0, 0.9]", "[0.0, 0.5, 0.9]"),
+    ("[0.0, 0.9]", "[0.5]"),
+    ("0.9", "[0.0, 0.9]"),
+    ("[0.0, 0.9]", "0.9"),
 ])
-def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after, axes_cfg):
-    out = _folder_with(tmp_path, axes_cfg(momentum=before))
-    prepare_mod.check_folder(axes_cfg(momentum=after), out, force=False)
+def test_a_list_axis_may_change_in_a_folder(tmp_path, before, after):
+    out = _folder_with(tmp_path, axes_cfg(f"optimizer.momentum={before}"))
+    prepare_mod.check_folder(axes_cfg(f"optimizer.momentum={after}"), out, force=False)
 
 
 @pytest.mark.parametrize("before, after, fragments", [
-    ({"momentum": 0.9}, {"momentum": 0.95},
+    (["optimizer.momentum=0.9"], ["optimizer.momentum=0.95"],
      ["different optimizer.momentum (optimizer.momentum: 0.9 there, 0.95 here)", "--force",
       "given as lists"]),
-    ({"momentum": [0.0, 0.9]}, {"momentum": [0.0, 0.9, 0.5], "weight_decay": 1e-4},
+    (["optimizer.momentum=[0.0, 0.9]"],
+     ["optimizer.momentum=[0.0, 0.9, 0.5]", "optimizer.weight_decay=1e-4"],
      ["different optimizer.weight_decay (optimizer.weight_decay: 0.0 there, 0.0001 here)"]),
-    ({"momentum": [0.0, 0.9]}, {"momentum": [0.0], "name": "nesterov"},
+    (["optimizer.momentum=[0.0, 0.9]"], ["optimizer.momentum=[0.0]", "optimizer.name=nesterov"],
      ["different optimizer.name (optimizer.name: 'momentum' there, 'nesterov' here)"]),
 ])
-def test_other_optimizer_changes_are_still_refused(tmp_path, before, after, fragments, axes_cfg):
-    out = _folder_with(tmp_path, axes_cfg(**before))
+def test_other_optimizer_changes_are_still_refused(tmp_path, before, after, fragments):
+    out = _folder_with(tmp_path, axes_cfg(*before))
     with pytest.raises(ConfigError) as info:
-        prepare_mod.check_folder(axes_cfg(**after), out, force=False)
+        prepare_mod.check_folder(axes_cfg(*after), out, force=False)
     for fragment in fragments:
         assert fragment in str(info.value)
-    prepare_mod.check_folder(axes_cfg(**after), out, force=True)
+    prepare_mod.check_folder(axes_cfg(*after), out, force=True)
 
 
 @pytest.mark.slow
-def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path, axes_cfg):
+def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path):
     out = tmp_path / "o"
-    first = runner.run(axes_cfg(momentum=[0.0, 0.9]), out, quiet=True)
+    first = runner.run(axes_cfg("optimizer.momentum=[0.0, 0.9]"), out, quiet=True)
     assert len(first) == 8 and {s["group_size"] for s in first} == {4}
     by_id = {s["run_id"]: s for s in first}
     for rid in by_id:
@@ -445,21 +424,20 @@ def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path, axes_cfg):
             a, b = (by_id[f"bs{size}-lr{lr}-seed0-mom{m}"]["final"] for m in ("0", "0.9"))
             assert math.isfinite(a["eval_loss"]) and math.isfinite(b["eval_loss"])
             assert a["eval_loss"] != b["eval_loss"] and a["train_loss"] != b["train_loss"]
-    alone = runner.run(axes_cfg(momentum=0.0), tmp_path / "scalar", batch_sizes=[8], quiet=True)
+    alone = runner.run(axes_cfg("optimizer.momentum=0.0"), tmp_path / "scalar", batch_sizes=[8], quiet=True)
     for s in alone:  # each run of the axis trains as it would in a sweep of its own value
         assert s["final"]["eval_loss"] == pytest.approx(
             by_id[s["run_id"] + "-mom0"]["final"]["eval_loss"], rel=1e-5)
-    stamp = {p: p.stat().st_mtime_ns for p in _summaries(out)}
-    new = runner.run(axes_cfg(momentum=[0.0, 0.9, 0.5]), out, quiet=True)
+    stamp = {p: p.stat().st_mtime_ns for p in summary_files(out)}
+    new = runner.run(axes_cfg("optimizer.momentum=[0.0, 0.9, 0.5]"), out, quiet=True)
     assert sorted(s["run_id"] for s in new) == sorted(
         f"bs{b}-lr{lr}-seed0-mom0.5" for b in (8, 16) for lr in (0.1, 0.5))
     assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
     assert len(store.load(out)) == 12
 
 
-def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_path, capsys,
-                                                                         write_config):
-    path, out = write_config(tmp_path, optimizer={"name": "momentum"}), tmp_path / "o"
+def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_path, capsys):
+    path, out = write_config(tmp_path, "optimizer.name=momentum"), tmp_path / "o"
     assert main(["sweep", path, "optimizer.momentum=[0.0, 0.9]", "--out", str(out), "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert text.count("to do  bs") == 16 and "to do  bs16-lr0.5-seed1-mom0.9" in text
@@ -477,10 +455,10 @@ def umask(request):
     os.umask(old)
 
 
-def test_results_get_the_mode_an_ordinary_write_gives(tmp_path, umask, cfg_of, monkeypatch):
+def test_results_get_the_mode_an_ordinary_write_gives(tmp_path, umask, monkeypatch):
     """Atomic writes go through a private temporary file; the result must not stay 0o600."""
     expected = 0o666 & ~umask
-    runner.run(cfg_of(seeds=[0], batch={"sizes": [8]}, learning_rate={"values": [0.1]}),
+    runner.run(config(SWEEP, "seeds=[0]", "batch.sizes=[8]", "learning_rate.values=[0.1]"),
                tmp_path / "out", quiet=True)
     files = [tmp_path / "out" / "sweep.yaml", *(tmp_path / "out" / "runs").glob("*/*")]
     assert len(files) == 4  # sweep.yaml, config.json, metrics.jsonl, summary.json
@@ -494,8 +472,7 @@ def test_results_get_the_mode_an_ordinary_write_gives(tmp_path, umask, cfg_of, m
 # ---------------------------------------------------------------- compiling ahead
 
 
-def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, cfg_of, monkeypatch,
-                                                                  assert_throughput):
+def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, monkeypatch):
     """Two batch sizes, one group each: batch 16's chunk is compiled on the background thread
     and its group reuses it (one compile of each chunk, none repeated), its compile seconds
     recorded apart from the seconds the group waited for compiles."""
@@ -508,7 +485,7 @@ def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, cfg
         return original(self, key, args, ahead)
 
     monkeypatch.setattr(GroupProgram, "_compile", spy)
-    done = runner.run(cfg_of(seeds=[0]), tmp_path, quiet=True)
+    done = runner.run(config(SWEEP, "seeds=[0]"), tmp_path, quiet=True)
     assert len(done) == 4
     assert sorted((b, k) for b, k, _ in compiled) == [(8, 2), (16, 2)]
     (thread,) = [t for b, _, t in compiled if b == 16]

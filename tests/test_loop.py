@@ -19,16 +19,13 @@ from scaling.train.mesh import make_mesh
 from scaling.train.optimizers import make_optimizer
 from scaling.train.program import GroupProgram
 from scaling.train.spec import GroupLayout, RunSpec, eval_steps
-
-
-def curves(records: list[list[dict]], key: str) -> np.ndarray:
-    return np.array([[row[key] for row in rows] for rows in records])
+from tests.helpers import DIGITS, NQM, config, curves, train
 
 
 @pytest.mark.parametrize("draw", ["examples", "means"])
-def test_nqm_mean_loss_matches_closed_form(draw, nqm_cfg, train):
+def test_nqm_mean_loss_matches_closed_form(draw):
     """Drawing B noise vectors or each group's mean directly: the same expected loss curve."""
-    cfg = nqm_cfg(**{"task.draw": draw})
+    cfg = config(NQM, f"task.draw={draw}")
     seeds = 256
     _, records = train(cfg, [RunSpec(0.3, s) for s in range(seeds)])
     losses = curves(records, "eval_loss")
@@ -41,9 +38,9 @@ def test_nqm_mean_loss_matches_closed_form(draw, nqm_cfg, train):
     assert np.any(np.abs(losses.mean(0) - wrong_batch) > tolerance), "test must be able to fail"
 
 
-def test_divergence_marks_exactly_the_unstable_runs(nqm_cfg, train):
+def test_divergence_marks_exactly_the_unstable_runs():
     # With h_max = 1, SGD on the NQM is stable iff lr < 2 (|1 - lr h| < 1 for every h).
-    cfg = nqm_cfg(**{"budget.max_steps": 200})
+    cfg = config(NQM, "budget.max_steps=200")
     lrs = [0.5, 1.5, 1.9, 2.5, 4.0]
     results, _ = train(cfg, [RunSpec(lr, 0) for lr in lrs])
     assert [r.status for r in results] == ["completed"] * 3 + ["diverged"] * 2
@@ -51,8 +48,8 @@ def test_divergence_marks_exactly_the_unstable_runs(nqm_cfg, train):
     assert all(r.steps < 200 for r in results[3:])
 
 
-def test_targets_stop_runs_at_the_first_crossing_under_rule_first(nqm_cfg, train):
-    cfg = nqm_cfg(**{"targets": "['eval_loss<=0.5']", "reached.rule": "first"})
+def test_targets_stop_runs_at_the_first_crossing_under_rule_first():
+    cfg = config(NQM, "targets=['eval_loss<=0.5']", "reached.rule=first")
     results, records = train(cfg, [RunSpec(0.3, 0), RunSpec(0.01, 0)])
     fast, slow = results
     first = next(r["step"] for r in records[0] if r["eval_loss"] <= 0.5)
@@ -60,8 +57,8 @@ def test_targets_stop_runs_at_the_first_crossing_under_rule_first(nqm_cfg, train
     assert slow.status == "budget_exhausted" and slow.steps == 100
 
 
-def test_vmapped_group_equals_runs_one_at_a_time(digits_cfg, train):
-    cfg = digits_cfg()
+def test_vmapped_group_equals_runs_one_at_a_time():
+    cfg = config(DIGITS)
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2, momentum=0.5)]
     _, together = train(cfg, runs)
     for i, run in enumerate(runs):
@@ -71,9 +68,9 @@ def test_vmapped_group_equals_runs_one_at_a_time(digits_cfg, train):
 
 
 @pytest.mark.devices(8)
-def test_one_device_and_eight_devices_agree(digits_cfg, train):
+def test_one_device_and_eight_devices_agree():
     # The same 8 groups on every mesh (the automatic count follows the data shards).
-    cfg = digits_cfg(**{"batch.sizes": "[64]", "gns.groups": 8})
+    cfg = config(DIGITS, "batch.sizes=[64]", "gns.groups=8")
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2), RunSpec(0.1, 3)]
     devices = jax.devices()
     assert len(devices) == 8
@@ -86,11 +83,11 @@ def test_one_device_and_eight_devices_agree(digits_cfg, train):
 
 
 @pytest.mark.devices(8)
-def test_drawn_group_means_shard_over_devices_like_whole_batches(nqm_cfg, train):
+def test_drawn_group_means_shard_over_devices_like_whole_batches():
     """The NQM's group means (one weighted row per group) on 1 device, 8 data shards, and 2 x 4;
     with 2 groups on 8 shards the rows cannot be split, so they are replicated."""
     for groups in (8, 2):
-        cfg = nqm_cfg(**{"task.draw": "means", "batch.sizes": "[64]", "gns.groups": groups})
+        cfg = config(NQM, "task.draw=means", "batch.sizes=[64]", f"gns.groups={groups}")
         runs = [RunSpec(0.3, 0), RunSpec(0.1, 1)]
         devices = jax.devices()
         _, one = train(cfg, runs, make_mesh(1, 1, devices))
@@ -102,8 +99,8 @@ def test_drawn_group_means_shard_over_devices_like_whole_batches(nqm_cfg, train)
                                            atol=1e-6)
 
 
-def test_same_config_twice_gives_identical_metrics(digits_cfg, train):
-    cfg = digits_cfg()
+def test_same_config_twice_gives_identical_metrics():
+    cfg = config(DIGITS)
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 1)]
     _, first = train(cfg, runs)
     _, second = train(cfg, runs)
@@ -111,16 +108,16 @@ def test_same_config_twice_gives_identical_metrics(digits_cfg, train):
         np.testing.assert_array_equal(curves(first, key), curves(second, key))
 
 
-def test_common_random_numbers_across_learning_rates(digits_cfg, train):
+def test_common_random_numbers_across_learning_rates():
     """Runs that differ only in learning rate start from the same weights and see the same data."""
-    cfg = digits_cfg()
+    cfg = config(DIGITS)
     _, records = train(cfg, [RunSpec(0.05, 7), RunSpec(0.2, 7)])
     assert records[0][0]["eval_loss"] == records[1][0]["eval_loss"]
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
-def test_each_epoch_visits_every_example_once(drop_last, digits_cfg):
-    cfg = digits_cfg(**{"batch.sizes": "[100]", "batch.drop_last": str(drop_last).lower()})
+def test_each_epoch_visits_every_example_once(drop_last):
+    cfg = config(DIGITS, "batch.sizes=[100]", f"batch.drop_last={str(drop_last).lower()}")
     spec, arith = group_spec(cfg, 100, 1)
     n = arith.num_examples
     program = GroupProgram(build_task(cfg), spec, make_mesh(1, 1, jax.devices()))
@@ -138,8 +135,8 @@ def test_each_epoch_visits_every_example_once(drop_last, digits_cfg):
 
 
 @pytest.mark.parametrize("accumulation,groups", [(1, 8), (4, 4), (2, 8), (8, 8)])
-def test_micro_batched_gradient_equals_full_batch(accumulation, groups, digits_cfg):
-    cfg = digits_cfg()
+def test_micro_batched_gradient_equals_full_batch(accumulation, groups):
+    cfg = config(DIGITS)
     task = build_task(cfg)
     params = task.init(jax.random.key(0))
     arrays = task.train_arrays()
@@ -153,9 +150,9 @@ def test_micro_batched_gradient_equals_full_batch(accumulation, groups, digits_c
     assert not bool(out.full)
 
 
-def test_warmup_and_schedule_reach_the_optimizer(nqm_cfg, train):
-    cfg = nqm_cfg(**{"schedule.name": "linear", "schedule.warmup_fraction": 0.1,
-                     "schedule.final_fraction": 0.0})
+def test_warmup_and_schedule_reach_the_optimizer():
+    cfg = config(NQM, "schedule.name=linear", "schedule.warmup_fraction=0.1",
+                 "schedule.final_fraction=0.0")
     _, records = train(cfg, [RunSpec(0.4, 0)])
     lr = curves(records, "lr")[0]
     assert lr[0] == pytest.approx(0.4)  # before any step: the peak, as set

@@ -7,6 +7,7 @@ import io
 
 from scaling.cli.main import main
 from scaling.sweep import progress
+from tests.helpers import write_config
 
 
 class _Clock:
@@ -58,15 +59,15 @@ def test_a_resumed_group_counts_its_rate_from_where_it_resumed(scaling_log):
     assert p.line() == "g: step 800/1,000, 1 of 1 runs training, 20 examples/s, about 1m40s left"
 
 
-def _sweep(tmp_path, write_config, *flags: str) -> str:
-    config = write_config(tmp_path, batch__sizes=[8], seeds=[0])
+def _sweep(tmp_path, *flags: str) -> str:
+    path = write_config(tmp_path, "batch.sizes=[8]", "seeds=[0]")
     out = tmp_path / ("o" + "".join(flags).replace("-", ""))
-    assert main(["sweep", config, "--out", str(out), "--no-analyze", *flags]) == 0
+    assert main(["sweep", path, "--out", str(out), "--no-analyze", *flags]) == 0
     return out
 
 
-def test_the_cli_writes_plain_lines_off_a_terminal(tmp_path, capsys, write_config):
-    _sweep(tmp_path, write_config, "--progress", "lines")
+def test_the_cli_writes_plain_lines_off_a_terminal(tmp_path, capsys):
+    _sweep(tmp_path, "--progress", "lines")
     captured = capsys.readouterr()
     assert "\r" not in captured.err and "\r" not in captured.out
     assert "batch 8: 2 runs: started, 100 steps" in captured.err
@@ -74,13 +75,13 @@ def test_the_cli_writes_plain_lines_off_a_terminal(tmp_path, capsys, write_confi
     assert "results in" in captured.out  # the end table
 
 
-def test_the_cli_draws_a_bar_when_asked(tmp_path, capsys, write_config):
-    _sweep(tmp_path, write_config, "--progress", "bar")
+def test_the_cli_draws_a_bar_when_asked(tmp_path, capsys):
+    _sweep(tmp_path, "--progress", "bar")
     err = capsys.readouterr().err
     assert "\r" in err and "step/s" in err and "started" not in err
 
 
-def test_quiet_shows_no_progress_and_no_tables(tmp_path, capsys, write_config):
-    _sweep(tmp_path, write_config, "--quiet")
+def test_quiet_shows_no_progress_and_no_tables(tmp_path, capsys):
+    _sweep(tmp_path, "--quiet")
     captured = capsys.readouterr()
     assert captured.err == "" and "results in" in captured.out

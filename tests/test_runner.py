@@ -6,16 +6,15 @@ results as one never interrupted."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from scaling import config, store
+from scaling import config as config_mod, store
 from scaling.analysis import analyze as A
 from scaling.cli.main import main
 from scaling.sweep import runner
+from tests.helpers import assert_same, config, on_disk, scaling_process
 
 TARGET = "eval_loss<=0.1"
 # On this NQM at batch 8 the fewest steps to 0.1 lie near lr 1 (2.7 diverges): a first grid of
@@ -27,8 +26,8 @@ LOW = {"name": "t", "task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "s
 
 
 @pytest.mark.slow
-def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path, config_from):
-    done = runner.run(config_from(LOW), tmp_path, quiet=True)
+def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path):
+    done = runner.run(config(LOW), tmp_path, quiet=True)
     rounds = store.read_rounds(tmp_path)
     assert rounds[0]["learning_rates"] == pytest.approx([0.2])  # one step up, the grid's factor
     assert [r["round"] for r in rounds] == list(range(1, len(rounds) + 1))
@@ -41,19 +40,13 @@ def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path, confi
     assert point["optimum"]["bracketed"]
 
 
-def _scaling(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "scaling.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 @pytest.mark.slow
-def test_a_sweep_killed_mid_round_resumes_to_the_same_results(tmp_path, config_from,
-                                                              assert_same, on_disk):
-    cfg = config_from(LOW, train={"chunk_steps": 10, "max_group_size": 1})
+def test_a_sweep_killed_mid_round_resumes_to_the_same_results(tmp_path):
+    cfg = config(LOW, "train.max_group_size=1")
     path = tmp_path / "c.yaml"
-    path.write_text(config.to_yaml(cfg))
+    path.write_text(config_mod.to_yaml(cfg))
     out = tmp_path / "killed"
-    proc = _scaling("sweep", str(path), "--out", str(out), "--quiet", "--no-analyze")
+    proc = scaling_process("sweep", str(path), "--out", str(out), "--quiet", "--no-analyze")
     deadline = time.monotonic() + 300
     while not store.read_rounds(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
