@@ -57,6 +57,11 @@ def config(base: dict, *overrides: str) -> Config:
     return from_dict(apply_overrides(base, list(overrides)))
 
 
+def axes_config(*optimizer: str) -> Config:
+    """SWEEP with momentum and these optimizer settings (optimizer axes), one seed, one group."""
+    return config(SWEEP, "optimizer.name=momentum", *optimizer, "seeds=[0]", "train={}")
+
+
 def write_config(folder: Path, *overrides: str) -> str:
     """SWEEP with `overrides`, written to folder/c.yaml; its path."""
     path = folder / "c.yaml"
