@@ -1,4 +1,5 @@
-"""Noise-scale estimators against exactly computable |G|^2 and tr(Sigma)."""
+"""Noise-scale estimators (scaling.gns) against exactly computable |G|^2 and tr(Sigma), alone
+and end to end through the engine and `scaling gns`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""Batch-size schedules: their arithmetic, the checks before compute, the NQM's closed form
-across phases, a schedule that never grows training exactly as its fixed batch size, the
-noise-scale rule read back from the rows, and the analysis against the fixed batch sizes."""
+"""Batch-size schedules (scaling.sweep.schedule), end to end with their phases
+(sweep/segments) and their analysis (analysis/schedules): the arithmetic, the checks before
+compute, the NQM's closed form across phases, a schedule that never grows training exactly as
+its fixed batch size, the noise-scale rule read back from the rows, and the analysis against
+the fixed batch sizes."""
 
 from __future__ import annotations
 

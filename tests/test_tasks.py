@@ -1,4 +1,5 @@
-"""Data, models, losses and validation of the digits, mnist1d and charlm tasks (small options)."""
+"""The built-in data tasks (scaling.tasks: digits, mnist1d, charlm and their models): data,
+models, losses and validation on small options, and the on-disk cache of generated data."""
 
 from __future__ import annotations
 

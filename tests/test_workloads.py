@@ -1,6 +1,7 @@
-"""Workloads a researcher brings: outside tasks and flax modules by import path, the arrays and
-tokens tasks on files written here, prepare-text, the image tasks on format-exact files, and
-augmentation keyed so that runs differing only in learning rate see identical batches."""
+"""Workloads a researcher brings, end to end (a subject across scaling.tasks and the sweep):
+outside tasks and flax modules by import path, the arrays and tokens tasks on files written
+here, prepare-text, the image tasks on format-exact files, and augmentation keyed so that runs
+differing only in learning rate see identical batches."""
 
 from __future__ import annotations
 
