@@ -48,8 +48,9 @@ step devices 60 "$PYTHON" -c "import jax; d = jax.devices()[0]; print(jax.__vers
 jax.devices(), d.device_kind, (d.memory_stats() or {}).get('bytes_limit'))"
 # Full float32 matmuls: the tests compare against exact arithmetic, TF32 would not pass.
 step tests 240 env JAX_DEFAULT_MATMUL_PRECISION=highest "$PYTHON" -m pytest -q -rs \
-    tests/test_gns.py tests/test_engine.py tests/test_memory.py tests/test_precision.py \
-    tests/test_throughput.py tests/test_checkpoint.py -k "not sigkill or sigkill and 1"
+    tests/test_gns.py tests/test_loop.py tests/test_program.py tests/test_gradients.py \
+    tests/test_memory.py tests/test_precision.py tests/test_throughput.py tests/test_checkpoint.py \
+    -k "not sigkill or sigkill and 1"
 step bench128 100 "$PYTHON" experiments/bench_engine.py --also-gns-off --repeats 3 "${BENCH[@]}"
 step throughput 150 "$PYTHON" experiments/throughput.py "${THROUGHPUT[@]}"
 rm -rf /tmp/device_check_quickstart

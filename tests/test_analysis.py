@@ -1,4 +1,5 @@
-"""Analysis against ground truth: exact fits, hand-computed interpolation, known regimes and rules."""
+"""The analysis layer (scaling.analysis: analyze, curves, tradeoff, lr_rules) against ground
+truth: exact fits, hand-computed interpolation, known regimes and rules, whole sweeps on disk."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import pytest
 
 from scaling.cli.main import main
 from scaling.sweep import bench
+from tests.helpers import DIGITS, NQM, config, write_config
 
 
 def _check_same_runs(result: bench.Result, tolerance: float) -> None:
@@ -16,19 +17,18 @@ def _check_same_runs(result: bench.Result, tolerance: float) -> None:
         assert t == pytest.approx(e, rel=tolerance, abs=tolerance)
 
 
-def test_the_tutorial_loop_trains_the_engines_runs_on_finite_data(digits_cfg):
+def test_the_tutorial_loop_trains_the_engines_runs_on_finite_data():
     """Digits with a cosine schedule: the epoch permutations and the schedule must match, or
     the final losses of 40 steps differ by far more than float32 rounding."""
-    cfg = digits_cfg(**{"schedule.name": "cosine", "seeds": "[0,1]"})
+    cfg = config(DIGITS, "schedule.name=cosine", "seeds=[0,1]")
     result = bench.bench(cfg, 64, steps=40)
     assert result.runs == 4 and result.steps == 40
     _check_same_runs(result, 1e-4)
     assert result.speedup == pytest.approx(result.tutorial.train_s / result.engine.train_s)
 
 
-def test_the_tutorial_loop_draws_the_engines_batches_on_sampled_data(nqm_cfg):
-    result = bench.bench(nqm_cfg(**{"learning_rate.values": "[0.1,0.3]"}), 8, steps=30,
-                         num_runs=2)
+def test_the_tutorial_loop_draws_the_engines_batches_on_sampled_data():
+    result = bench.bench(config(NQM, "learning_rate.values=[0.1,0.3]"), 8, steps=30, num_runs=2)
     assert result.runs == 2
     _check_same_runs(result, 1e-4)
 
@@ -55,7 +55,7 @@ def test_a_compute_bound_group_is_called_so_rather_than_a_speed_up():
     assert r.compute_bound and "compute-bound" in text and "40%" in text
 
 
-def test_the_cli_refuses_a_batch_size_the_config_lacks(tmp_path, write_config, capsys):
-    config = write_config(tmp_path)
-    assert main(["bench", config, "--batch-size", "12"]) == 2
+def test_the_cli_refuses_a_batch_size_the_config_lacks(tmp_path, capsys):
+    path = write_config(tmp_path)
+    assert main(["bench", path, "--batch-size", "12"]) == 2
     assert "--batch-size: got 12" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from scaling.sweep.branch_plan import branch_plan
 from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.loop import run_group
 from scaling.train.start import from_slots
-from tests.conftest import Collect
+from tests.helpers import Collect, config
 
 NQM = {
     "name": "br", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
@@ -48,8 +48,8 @@ def _rows(folder: Path) -> dict[str, list[dict]]:
 # ---------------------------------------------------------------- the plan, before compute
 
 
-def test_plan_arithmetic(config_from):
-    p = branch_plan(config_from(NQM, branch__window=500, branch__points=[700, 1650, 3000]))
+def test_plan_arithmetic():
+    p = branch_plan(config(NQM, "branch.window=500", "branch.points=[700, 1650, 3000]"))
     # The window is rounded to a multiple of lcm(2, 4) x 8 x 4 evals = 128 examples.
     assert p.window == 512 and any("rounded to 512" in n for n in p.notes)
     # 700 / 8 = 87.5 steps -> the chunk boundary 100; 1650 / 8 -> 200; 3000 / 8 = 375 steps
@@ -62,37 +62,37 @@ def test_plan_arithmetic(config_from):
     assert (a.start, a.steps, a.batch_size, a.learning_rate) == (50, 32, 16, pytest.approx(0.2))
     assert (c.start, c.steps, c.learning_rate) == (25, 16, pytest.approx(0.4))
     assert (a.seed, b.seed, d.seed) == (0, 1, 1) and b.run_id == "step100-bs16-lr0.2-seed1"
-    sqrt = branch_plan(config_from(NQM, branch__lr_rule="sqrt", branch__lr_grid=[1.0, 2.0]))
+    sqrt = branch_plan(config(NQM, "branch.lr_rule=sqrt", "branch.lr_grid=[1.0, 2.0]"))
     assert sqrt.learning_rate(4, 2.0) == pytest.approx(0.1 * 2 * 2)
     # With a learning-rate grid, B0 trains at the grid's other factors too (the k = 1 reference).
     assert [(p, k) for p, k, _ in sqrt.groups()] == [(100, 1), (100, 2), (100, 4), (200, 1),
                                                      (200, 2), (200, 4)]
-    one = branch_plan(config_from(NQM, branch__factors=[1, 2], branch__lr_grid=[1.0, 0.5]))
+    one = branch_plan(config(NQM, "branch.factors=[1, 2]", "branch.lr_grid=[1.0, 0.5]"))
     assert [b.lr_factor for b in one.branches(100, 1)] == [0.5, 0.5]  # the base is lr factor 1
 
 
-@pytest.mark.parametrize("changes, key", [
-    ({"branch__factors": [0, 2]}, "branch.factors"),
-    ({"branch__lr_rule": "cubic"}, "branch.lr_rule"),
-    ({"branch__window": 10**6}, "branch.window"),
-    ({"branch__points": [3100]}, "branch.points"),
-    ({"data__placement": "host"}, "data.placement"),
-    ({"learning_rate__values": [0.1, 0.2]}, "branch.learning_rate"),
-    ({"branch__average": 5}, "branch.average"),
-    ({"branch__metric": "eval_accuracy"}, "branch.metric"),
+@pytest.mark.parametrize("change, key", [
+    ("branch.factors=[0, 2]", "branch.factors"),
+    ("branch.lr_rule=cubic", "branch.lr_rule"),
+    (f"branch.window={10**6}", "branch.window"),
+    ("branch.points=[3100]", "branch.points"),
+    ("data.placement=host", "data.placement"),
+    ("learning_rate.values=[0.1, 0.2]", "branch.learning_rate"),
+    ("branch.average=5", "branch.average"),
+    ("branch.metric=eval_accuracy", "branch.metric"),
 ])
-def test_bad_branch_settings_fail_before_compute(changes, key, config_from):
+def test_bad_branch_settings_fail_before_compute(change, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        branch_plan(config_from(NQM, **changes))
+        branch_plan(config(NQM, change))
 
 
-def test_a_folder_saved_at_other_points_is_refused(tmp_path, config_from):
-    branch.run(config_from(NQM, branch__points=[800]), tmp_path, quiet=True)
+def test_a_folder_saved_at_other_points_is_refused(tmp_path):
+    branch.run(config(NQM, "branch.points=[800]"), tmp_path, quiet=True)
     with pytest.raises(ConfigError, match="points"):
-        branch.prepare(config_from(NQM, branch__points=[1600]), tmp_path)
-    branch.prepare(config_from(NQM, branch__points=[800], branch__factors=[2, 4, 8]), tmp_path)
+        branch.prepare(config(NQM, "branch.points=[1600]"), tmp_path)
+    branch.prepare(config(NQM, "branch.points=[800]", "branch.factors=[2, 4, 8]"), tmp_path)
     # Fewer factors: nothing trains, and the analysis reads only the branches still asked for.
-    branch.run(config_from(NQM, branch__points=[800], branch__factors=[4]), tmp_path, quiet=True)
+    branch.run(config(NQM, "branch.points=[800]", "branch.factors=[4]"), tmp_path, quiet=True)
     (point,) = analyze_branches(tmp_path, bootstrap=0)["branching"]["points"]
     assert [b["factor"] for b in point["branches"]] == [4]
 
@@ -100,11 +100,11 @@ def test_a_folder_saved_at_other_points_is_refused(tmp_path, config_from):
 # ---------------------------------------------------------------- the engine's part
 
 
-def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path, config_from):
+def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path):
     """Restore the base's saved state at the point, continue it at B0 with the same data stream:
     every metric row after the point equals the base's own (parameters, permutations, keys and
     optimizer state all carried)."""
-    cfg = config_from(DIGITS, branch__factors=[2])
+    cfg = config(DIGITS, "branch.factors=[2]")
     p = branch.run(cfg, tmp_path, quiet=True)
     session = session_mod.Session(p.base, True)
     program = session.program(p.plan.base_batch)
@@ -126,8 +126,8 @@ def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path, 
                 assert mine[key] == theirs[key], (r.run_id, mine["step"], key)
 
 
-def test_branches_are_reproducible_and_resume_where_they_stopped(tmp_path, config_from):
-    cfg = config_from(DIGITS)
+def test_branches_are_reproducible_and_resume_where_they_stopped(tmp_path):
+    cfg = config(DIGITS)
     branch.run(cfg, tmp_path, quiet=True)
     first = _rows(tmp_path / "branches")
     assert len(first) == 2 * 3  # k = 1 at lr factor 0.5, k = 2 at 1.0 and 0.5; two seeds
@@ -148,14 +148,14 @@ def test_branches_are_reproducible_and_resume_where_they_stopped(tmp_path, confi
 # ---------------------------------------------------------------- ground truth
 
 
-def test_nqm_branches_match_the_closed_form(tmp_path, config_from):
+def test_nqm_branches_match_the_closed_form(tmp_path):
     """64 seeds of the NQM: each factor's mean loss at the window's end, paired with the base
     per seed, against the exact expectation of SGD run from the base's own distribution at the
     point. The closed form knows nothing of the engine: a branch started from the wrong state,
     with the wrong learning rate, window or batch, or replaying the base's noise, fails."""
     seeds = list(range(64))
-    cfg = config_from(NQM, seeds=seeds, branch__factors=[2, 4, 8], branch__window=1024,
-               budget__max_steps=600, branch__points=[400, 2400])
+    cfg = config(NQM, f"seeds={seeds}", "branch.factors=[2, 4, 8]", "branch.window=1024",
+                 "budget.max_steps=600", "branch.points=[400, 2400]")
     branch.run(cfg, tmp_path, quiet=True)
     result = analyze_branches(tmp_path, bootstrap=200)["branching"]
     base_rows = {r["config"]["seed"]: r["metrics"] for r in store.load(tmp_path / "base")}
@@ -212,9 +212,9 @@ def test_window_value_averages_the_last_points_and_refuses_gaps():
 
 
 @pytest.mark.slow
-def test_branch_command_end_to_end(tmp_path, capsys, config_from):
+def test_branch_command_end_to_end(tmp_path, capsys):
     path = tmp_path / "c.yaml"
-    path.write_text(config_mod.to_yaml(config_from(NQM)))
+    path.write_text(config_mod.to_yaml(config(NQM)))
     out = tmp_path / "out"
     assert main(["branch", str(path), "--out", str(out), "--dry-run"]) == 0
     assert "point at step 100" in capsys.readouterr().out and not out.exists()
@@ -264,17 +264,17 @@ def test_each_factor_and_the_reference_take_their_best_learning_rate():
     assert p["local_b_crit_by_tolerance"]["0.1"] == 40 and p["local_b_crit_by_tolerance"]["0.01"] == 10
 
 
-def test_the_base_can_be_a_sweeps_run(tmp_path, capsys, config_from):
+def test_the_base_can_be_a_sweeps_run(tmp_path, capsys):
     """--base-run takes batch size, learning rate and seed from a finished sweep's run and
     trains it again with its state saved: the retrained base reproduces the run's rows."""
-    sweep = config_from(DIGITS, batch__sizes=[16, 32], learning_rate__values=[0.05, 0.1],
-                        targets=["eval_accuracy>=0.8"], branch={})
+    sweep = config(DIGITS, "batch.sizes=[16, 32]", "learning_rate.values=[0.05, 0.1]",
+                   "targets=['eval_accuracy>=0.8']", "branch={}")
     from scaling.sweep import runner
     runner.run(sweep, tmp_path / "sweep", quiet=True)
     run_dir = tmp_path / "sweep" / "runs" / "bs16-lr0.1-seed1"
-    config = tmp_path / "sweep" / "sweep.yaml"
+    sweep_yaml = tmp_path / "sweep" / "sweep.yaml"
     out = tmp_path / "branch"
-    assert main(["branch", str(config), "branch.factors=[2]", "branch.points=[640]",
+    assert main(["branch", str(sweep_yaml), "branch.factors=[2]", "branch.points=[640]",
                  "branch.window=1280", "branch.evals=2", "--base-run", str(run_dir),
                  "--out", str(out), "--progress", "none", "--no-analyze"]) == 0
     printed = capsys.readouterr().out
@@ -283,19 +283,19 @@ def test_the_base_can_be_a_sweeps_run(tmp_path, capsys, config_from):
     assert (base["config"]["batch_size"], base["config"]["learning_rate"],
             base["config"]["seed"]) == (16, 0.1, 1)
     other = tmp_path / "other.yaml"
-    other.write_text(config.read_text().replace("hidden:\n  - 16", "hidden:\n  - 24"))
+    other.write_text(sweep_yaml.read_text().replace("hidden:\n  - 16", "hidden:\n  - 24"))
     assert main(["branch", str(other), "--base-run", str(run_dir), "--out",
                  str(tmp_path / "x")]) == 2
     assert "model differs" in capsys.readouterr().err
 
 
-def test_branches_on_a_mesh_of_runs_equal_those_on_data_shards(tmp_path, config_from):
+def test_branches_on_a_mesh_of_runs_equal_those_on_data_shards(tmp_path):
     """Two runs axes x 4 data shards (branch groups padded to multiples of 2) against 8 data
     shards: the same branch rows to float tolerance."""
-    common = dict(gns={"groups": 8}, branch__factors=[2], seeds=[0, 1, 2])  # odd: padding
-    branch.run(config_from(DIGITS, parallel={"runs": 1, "data": 8}, **common), tmp_path / "a",
+    common = ("gns.groups=8", "branch.factors=[2]", "seeds=[0, 1, 2]")  # odd: padding
+    branch.run(config(DIGITS, "parallel.runs=1", "parallel.data=8", *common), tmp_path / "a",
                quiet=True)
-    branch.run(config_from(DIGITS, parallel={"runs": 2, "data": 4}, **common), tmp_path / "b",
+    branch.run(config(DIGITS, "parallel.runs=2", "parallel.data=4", *common), tmp_path / "b",
                quiet=True)
     a, b = _rows(tmp_path / "a" / "branches"), _rows(tmp_path / "b" / "branches")
     assert a.keys() == b.keys() and len(a) == 3 * 3  # k = 1 at 0.5; k = 2 at 1.0 and 0.5

@@ -24,6 +24,8 @@ from scaling.store import claims
 from scaling.sweep import branch, claiming, runner
 from scaling.sweep.prepare import prepare
 from scaling.train.sinks import Sink
+from tests.helpers import (NQM, SWEEP, assert_same, assert_throughput, config, on_disk,
+                           write_config)
 
 ROOT = Path(__file__).resolve().parents[1]
 # argv: out group. Takes the claim, prints "held" (or "lost"), and keeps it until a line on stdin.
@@ -61,8 +63,8 @@ def _rows(out: Path) -> dict[str, list[dict]]:
             for p in sorted(out.glob("runs/*/metrics.jsonl"))}
 
 
-def test_claim_names_follow_the_runs_of_the_group(cfg_of, tmp_path):
-    names = _names(cfg_of(seeds=[0]), tmp_path)
+def test_claim_names_follow_the_runs_of_the_group(tmp_path):
+    names = _names(config(SWEEP, "seeds=[0]"), tmp_path)
     assert names[8].startswith("batch8-") and names[16].startswith("batch16-")
     assert names[8] != claiming.claim_name("batch8", ["bs8-lr0.5-seed0", "bs8-lr0.1-seed0"])
     assert names[8] == claiming.claim_name("batch8", ["bs8-lr0.1-seed0", "bs8-lr0.5-seed0"])
@@ -78,8 +80,8 @@ SCHEDULED = {
 
 
 @pytest.mark.slow
-def test_a_scheduled_group_another_process_holds_is_left_to_it(tmp_path, config_from):
-    cfg = config_from(SCHEDULED)
+def test_a_scheduled_group_another_process_holds_is_left_to_it(tmp_path):
+    cfg = config(SCHEDULED)
     sched = [u for u in prepare(cfg, tmp_path).units if u.runs[0].schedule]
     name, desc = claiming.sweep_group(list(sched[0].runs))
     assert name.startswith("sched-doubling8-") and desc == "schedule doubling8: 2 runs"
@@ -93,9 +95,8 @@ def test_a_scheduled_group_another_process_holds_is_left_to_it(tmp_path, config_
 
 
 @pytest.mark.slow
-def test_a_group_another_process_holds_is_left_to_it_and_trained_once_free(
-        tmp_path, cfg_of, scaling_log, assert_same, on_disk):
-    cfg, out = cfg_of(seeds=[0]), tmp_path / "o"
+def test_a_group_another_process_holds_is_left_to_it_and_trained_once_free(tmp_path, scaling_log):
+    cfg, out = config(SWEEP, "seeds=[0]"), tmp_path / "o"
     name = _names(cfg, out)[16]
     rival = _hold(out, name)
     holder = claims.live_claims(out)[name]
@@ -140,8 +141,8 @@ def test_a_renewal_is_due_renew_s_after_the_last(tmp_path, monkeypatch):
 
 
 def test_the_claim_is_renewed_at_the_chunks_and_released_at_the_end_and_on_error(
-        tmp_path, nqm_cfg, monkeypatch):
-    cfg = nqm_cfg()  # one group: its step-0 row, then 100 steps in four chunks of 25
+        tmp_path, monkeypatch):
+    cfg = config(NQM)  # one group: its step-0 row, then 100 steps in four chunks of 25
     monkeypatch.setattr(claiming, "RENEW_S", 0.0)  # due at every chunk
     watch = _Watch(tmp_path / "a")
     runner.run(cfg, tmp_path / "a", quiet=True, hooks=[watch])
@@ -159,10 +160,10 @@ def test_the_claim_is_renewed_at_the_chunks_and_released_at_the_end_and_on_error
     assert not list((tmp_path / "b" / "claims").glob("*.lock"))
 
 
-def test_runs_another_process_finished_meanwhile_are_not_trained_again(tmp_path, cfg_of):
+def test_runs_another_process_finished_meanwhile_are_not_trained_again(tmp_path):
     """Once the claim is held, the group's runs are looked up again: one finished since this
     process looked is read, not trained; a group all finished trains nothing."""
-    cfg, out = cfg_of(seeds=[0]), tmp_path
+    cfg, out = config(SWEEP, "seeds=[0]"), tmp_path
     (unit, _) = prepare(cfg, out).units
     group = list(unit.runs)
     store.start_run(out, group[0].run_id, {})
@@ -178,9 +179,9 @@ def test_runs_another_process_finished_meanwhile_are_not_trained_again(tmp_path,
 
 
 def test_wait_waits_for_the_groups_left_and_trains_what_their_holder_left_unfinished(
-        tmp_path, scaling_log, write_config, monkeypatch):
+        tmp_path, scaling_log, monkeypatch):
     monkeypatch.setattr(claiming, "POLL_S", 0.05)
-    path, out = write_config(tmp_path, seeds=[0]), tmp_path / "o"
+    path, out = write_config(tmp_path, "seeds=[0]"), tmp_path / "o"
     name = _names(load(path), out)[8]
     rival = _hold(out, name)
     status = []
@@ -199,8 +200,8 @@ def test_wait_waits_for_the_groups_left_and_trains_what_their_holder_left_unfini
 
 
 @pytest.mark.slow
-def test_a_folder_in_use_is_analysed_only_with_partial(tmp_path, cfg_of, capsys):
-    cfg, out = cfg_of(seeds=[0]), tmp_path / "o"
+def test_a_folder_in_use_is_analysed_only_with_partial(tmp_path, capsys):
+    cfg, out = config(SWEEP, "seeds=[0]"), tmp_path / "o"
     name = _names(cfg, out)[16]
     rival = _hold(out, name)
     holder = claims.live_claims(out)[name].describe()
@@ -230,8 +231,8 @@ def test_a_folder_in_use_is_analysed_only_with_partial(tmp_path, cfg_of, capsys)
 
 # ---------------------------------------------------------------- concurrent sweeps
 
-CONCURRENT = {"batch": {"sizes": [8, 16]}, "learning_rate": {"values": [0.05, 0.1, 0.5]},
-              "train": {"max_group_size": 2, "chunk_steps": 10}, "targets": ["eval_loss<=0.05"]}
+CONCURRENT = ("batch.sizes=[8, 16]", "learning_rate.values=[0.05, 0.1, 0.5]",
+              "train.max_group_size=2", "train.chunk_steps=10", "targets=['eval_loss<=0.05']")
 
 
 def _sweep(config: str, out: Path) -> subprocess.Popen:
@@ -247,22 +248,21 @@ def _without_timing(analysis: dict) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 3])
-def test_sweeps_started_together_on_one_folder_equal_one_sweep(
-        tmp_path, processes, cfg_of, write_config, assert_same, on_disk, assert_throughput):
+def test_sweeps_started_together_on_one_folder_equal_one_sweep(tmp_path, processes):
     """Every group trains exactly once (each process's progress lines say which it started),
     every run's rows and summary equal a single process's, and the analysis is the same."""
-    config, out, alone = write_config(tmp_path, **CONCURRENT), tmp_path / "o", tmp_path / "one"
-    procs = [_sweep(config, out) for _ in range(processes)]
+    path, out, alone = write_config(tmp_path, *CONCURRENT), tmp_path / "o", tmp_path / "one"
+    procs = [_sweep(path, out) for _ in range(processes)]
     said = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0] * processes, [err for _, err in said]
     started = [sum(line.endswith(" steps") and ": started, " in line
                    for line in err.splitlines()) for _, err in said]
-    groups = len(prepare(cfg_of(**CONCURRENT), out).units)
+    groups = len(prepare(config(SWEEP, *CONCURRENT), out).units)
     assert groups == 6 and sum(started) == groups, started
     assert sum(n > 0 for n in started) >= 2, f"no concurrency to speak of: {started}"
     analysed = ["wrote " in text for text, _ in said]
     assert any(analysed) and all(a or "not analysed: " in err for a, (_, err) in zip(analysed, said))
-    runner.run(cfg_of(**CONCURRENT), alone, quiet=True)
+    runner.run(config(SWEEP, *CONCURRENT), alone, quiet=True)
     assert main(["analyze", str(alone), "--quiet"]) == 0
     assert _rows(out) == _rows(alone) and len(_rows(out)) == 12
     assert_same(on_disk(alone), on_disk(out))
@@ -281,8 +281,8 @@ BRANCH = {
 }
 
 
-def test_branch_leaves_the_groups_another_process_holds(tmp_path, config_from, scaling_log):
-    cfg = config_from(BRANCH)
+def test_branch_leaves_the_groups_another_process_holds(tmp_path, scaling_log):
+    cfg = config(BRANCH)
     p = branch.prepare(cfg, tmp_path)
     base = claiming.sweep_group(list(p.base.units[0].runs))[0]
     rival = _hold(tmp_path / "base", base)

@@ -10,17 +10,18 @@ import pytest
 from scaling.cli.main import main
 from scaling.formatting import number
 from scaling.sweep import runner
+from tests.helpers import SWEEP, config
 
 T = "eval_loss<=0.3"
 
 
 @pytest.fixture(scope="module")
-def two_sweeps(tmp_path_factory, cfg_of):
+def two_sweeps(tmp_path_factory):
     """The small NQM sweep with SGD at two learning-rate grids; the second adds a target."""
     root = tmp_path_factory.mktemp("sweeps")
-    runner.run(cfg_of(seeds=[0]), root / "slow", quiet=True)
-    runner.run(cfg_of(seeds=[0], learning_rate__values=[0.2, 0.8],
-                      targets=[T, "eval_loss<=0.5"]), root / "fast", quiet=True)
+    runner.run(config(SWEEP, "seeds=[0]"), root / "slow", quiet=True)
+    runner.run(config(SWEEP, "seeds=[0]", "learning_rate.values=[0.2, 0.8]",
+                      f"targets=['{T}', 'eval_loss<=0.5']"), root / "fast", quiet=True)
     for name in ("slow", "fast"):
         assert main(["analyze", str(root / name), "--bootstrap", "20", "--quiet"]) == 0
     return root

@@ -1,5 +1,6 @@
-"""Config loading, overrides, serialisation and validation: every bad value fails with one
-ConfigError naming the full key, the value and what is accepted. No data set is built."""
+"""The config layer (scaling.config: load, validate, learning_rates): loading, overrides,
+serialisation and validation; every bad value fails with one ConfigError naming the full key,
+the value and what is accepted. No data set is built."""
 
 import copy
 import json

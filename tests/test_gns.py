@@ -1,4 +1,5 @@
-"""Noise-scale estimators against exactly computable |G|^2 and tr(Sigma)."""
+"""Noise-scale estimators (scaling.gns) against exactly computable |G|^2 and tr(Sigma), alone
+and end to end through the engine and `scaling gns`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from scaling.analysis.nqm_reference import noise_scales
 from scaling.train.gradients import batch_gradient
 from scaling.train.optimizers import make_optimizer, preconditioner
 from scaling.train.spec import GroupLayout, RunSpec
+from tests.helpers import DIGITS, NQM, config, train
 
 
 def small_problem():
@@ -73,16 +75,16 @@ def test_ema_is_bias_corrected_and_skips_invalid_updates():
 
 
 @pytest.mark.parametrize("overrides", [
-    {"batch.sizes": "[32]"},  # the default 4 groups of 8
-    {"batch.sizes": "[32]", "gns.groups": 2},  # the cheapest split: 2 groups of 16
-    {"batch.sizes": "[32]", "batch.accumulation": 4},  # 4 micro-batches of 8: B_small = 8
-    {"batch.sizes": "[32]", "batch.accumulation": 2, "gns.groups": 8},  # 2 x 4 groups of 4
-    {"batch.sizes": "[32]", "task.draw": "means"},  # each group's mean drawn directly
-    {"batch.sizes": "[32]", "batch.accumulation": 2, "gns.groups": 8, "task.draw": "means"},
+    ["batch.sizes=[32]"],  # the default 4 groups of 8
+    ["batch.sizes=[32]", "gns.groups=2"],  # the cheapest split: 2 groups of 16
+    ["batch.sizes=[32]", "batch.accumulation=4"],  # 4 micro-batches of 8: B_small = 8
+    ["batch.sizes=[32]", "batch.accumulation=2", "gns.groups=8"],  # 2 x 4 groups of 4
+    ["batch.sizes=[32]", "task.draw=means"],  # each group's mean drawn directly
+    ["batch.sizes=[32]", "batch.accumulation=2", "gns.groups=8", "task.draw=means"],
 ])
-def test_in_run_estimates_match_the_nqm_closed_form(overrides, nqm_cfg, train):
+def test_in_run_estimates_match_the_nqm_closed_form(overrides):
     """With a negligible step size the parameters stay at theta0, where |G|^2 and tr Sigma are exact."""
-    cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, **overrides})
+    cfg = config(NQM, "budget.max_steps=200", "eval.every=200", *overrides)
     seeds = 32
     _, records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])
     exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))
@@ -94,8 +96,8 @@ def test_in_run_estimates_match_the_nqm_closed_form(overrides, nqm_cfg, train):
     assert np.median(b_simple) == pytest.approx(exact["b_simple"], rel=0.15)
 
 
-def test_disabled_measurement_records_nothing_and_does_not_split_the_batch(nqm_cfg, train):
-    cfg = nqm_cfg(**{"gns.enabled": "false", "budget.max_steps": 20})
+def test_disabled_measurement_records_nothing_and_does_not_split_the_batch():
+    cfg = config(NQM, "gns.enabled=false", "budget.max_steps=20")
     _, records = train(cfg, [RunSpec(0.1, 0)])
     assert all(np.isnan(row["b_simple"]) for row in records[0])
     from scaling.train.spec import group_spec
@@ -103,10 +105,10 @@ def test_disabled_measurement_records_nothing_and_does_not_split_the_batch(nqm_c
     assert group_spec(cfg, 8, 1)[0].layout.num_groups == 1
 
 
-def test_hessian_noise_scale_matches_the_nqm_closed_form(nqm_cfg, train):
+def test_hessian_noise_scale_matches_the_nqm_closed_form():
     """B_noise = tr(H Sigma)/(G^T H G) and eps_max = |G|^2/(G^T H G) at theta0, where H is exact."""
-    cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 10, "gns.hessian_every": 1,
-                     "task.c_power": 0.5, "batch.sizes": "[32]"})
+    cfg = config(NQM, "budget.max_steps=200", "eval.every=10", "gns.hessian_every=1",
+                 "task.c_power=0.5", "batch.sizes=[32]")
     seeds = 32
     _, records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])
     exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))
@@ -149,7 +151,7 @@ def test_hessian_estimate_converges_to_exact_statistics(hessian_from):
     assert abs(np.mean(same.ghg) - ghg_exact) > 0.2 * abs(ghg_exact)
 
 
-def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic(digits_cfg, train):
+def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic():
     """In-run tr(H Sigma) and G^T H G on softmax regression (digits, no hidden layer) at fixed
     parameters (learning rate 1e-9) match their exact values over the training set: the probe
     takes the Hessian from a batch independent of the gradients'. With the gradients' own
@@ -157,8 +159,8 @@ def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic(digits_
     (G^T H G is too noisy per point to tell: its check is only for gross errors)."""
     from scaling.tasks import build_task
 
-    cfg = digits_cfg(**{"model.hidden": "[]", "batch.sizes": "[8]", "budget.max_steps": 160,
-                        "eval.every": 1, "gns.hessian_every": 1, "train.chunk_steps": 40})
+    cfg = config(DIGITS, "model.hidden=[]", "batch.sizes=[8]", "budget.max_steps=160",
+                 "eval.every=1", "gns.hessian_every=1", "train.chunk_steps=40")
     seeds = 16
     _, records = train(cfg, [RunSpec(1e-9, s) for s in range(seeds)])
     task = build_task(cfg)
@@ -183,11 +185,11 @@ def test_hessian_estimate_needs_an_even_batch_to_split():
         gns.hessian_estimate(loss_fn, params, jax.tree.map(lambda a: a[:9], data), 2)
 
 
-def test_hessian_measurement_needs_a_batch_that_splits(nqm_cfg):
+def test_hessian_measurement_needs_a_batch_that_splits():
     from scaling.config import ConfigError
     from scaling.train.spec import group_spec
 
-    cfg = nqm_cfg(**{"batch.sizes": "[1]", "gns.hessian_every": 1})
+    cfg = config(NQM, "batch.sizes=[1]", "gns.hessian_every=1")
     with pytest.raises(ConfigError, match="gns.hessian_every"):
         group_spec(cfg, 1, 1)
 
@@ -230,9 +232,9 @@ def test_preconditioner_is_adams_bias_corrected_second_moment(name):
     np.testing.assert_allclose(metric["w"], expected, rtol=1e-5)
 
 
-def test_engine_with_adam_records_preconditioned_noise_scale(digits_cfg, train):
-    cfg = digits_cfg(**{"optimizer.name": "adam", "gns.preconditioned": "true",
-                        "learning_rate.values": "[0.001]"})
+def test_engine_with_adam_records_preconditioned_noise_scale():
+    cfg = config(DIGITS, "optimizer.name=adam", "gns.preconditioned=true",
+                 "learning_rate.values=[0.001]")
     _, records = train(cfg, [RunSpec(1e-3, 0, b1=0.9, b2=0.999, eps=1e-8)])
     rows = records[0]
     assert np.isnan(rows[0]["b_simple_precond"])  # step 0: nothing measured yet
@@ -242,20 +244,20 @@ def test_engine_with_adam_records_preconditioned_noise_scale(digits_cfg, train):
     assert not np.allclose(later[:, 0], later[:, 1], rtol=0.05)  # a different metric
 
 
-def test_preconditioned_needs_adam_and_every_must_be_positive(nqm_cfg):
+def test_preconditioned_needs_adam_and_every_must_be_positive():
     from scaling.config import ConfigError
 
     with pytest.raises(ConfigError, match="gns.preconditioned.*adam or adamw"):
-        nqm_cfg(**{"gns.preconditioned": "true"})
+        config(NQM, "gns.preconditioned=true")
     with pytest.raises(ConfigError, match="gns.every"):
-        nqm_cfg(**{"gns.every": 0})
+        config(NQM, "gns.every=0")
 
 
 @pytest.mark.parametrize("draw", ["examples", "means"])
-def test_measuring_every_fourth_step_still_matches_the_closed_form(draw, nqm_cfg, train):
+def test_measuring_every_fourth_step_still_matches_the_closed_form(draw):
     """Plain steps between measurements must not count: they would pull tr Sigma towards 0."""
-    cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, "batch.sizes": "[32]",
-                     "gns.every": 4, "task.draw": draw})
+    cfg = config(NQM, "budget.max_steps=200", "eval.every=200", "batch.sizes=[32]",
+                 "gns.every=4", f"task.draw={draw}")
     seeds = 32
     _, records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])
     exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))
@@ -319,10 +321,10 @@ def test_gns_command_refuses_bad_input_before_training(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_sweep_passes_the_gns_options_to_the_engine(digits_cfg):
+def test_sweep_passes_the_gns_options_to_the_engine():
     from scaling.train.spec import group_spec
 
-    cfg = digits_cfg(**{"optimizer.name": "adam", "gns.every": 4, "gns.preconditioned": "true"})
+    cfg = config(DIGITS, "optimizer.name=adam", "gns.every=4", "gns.preconditioned=true")
     spec, _ = group_spec(cfg, 64, 1)
     assert (spec.noise.every, spec.noise.preconditioned) == (4, True)
 

@@ -17,6 +17,7 @@ import yaml
 
 from scaling import store
 from scaling.cli.main import main
+from tests.helpers import SWEEP, config
 
 LRS = [0.0125, 0.025, 0.05, 0.1, 0.2, 0.4]
 SIZES = [16, 32, 64, 128, 256]
@@ -265,12 +266,12 @@ def _comparable(analysis: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_a_sweep_exported_to_csv_and_imported_again_analyses_the_same(tmp_path, cfg_of):
+def test_a_sweep_exported_to_csv_and_imported_again_analyses_the_same(tmp_path):
     from scaling.analysis.analyze import analyze
     from scaling.sweep import runner
 
     original = tmp_path / "sweep"
-    cfg = cfg_of(seeds=[0, 1], analysis={"view": "both"})
+    cfg = config(SWEEP, "seeds=[0, 1]", "analysis.view=both")
     runner.run(cfg, original, quiet=True)
     source = export_curves(original, tmp_path / "export.csv")
     imported = tmp_path / "imported"

@@ -22,6 +22,7 @@ from scaling.cli import train as train_cli
 from scaling.cli.parser import build_parser
 from scaling.config import load
 from scaling.sweep import grid, launch, runner, watch
+from tests.helpers import assert_same, on_disk, write_config
 
 try:  # imported here, not under capsys: submitit's logging keeps the sys.stdout of its import
     import submitit
@@ -31,19 +32,18 @@ except ImportError:
 
 needs_submitit = pytest.mark.skipif(submitit is None, reason="pip install 'scaling[slurm]'")
 
-TINY = {"batch": {"sizes": [8, 16]}, "learning_rate": {"values": [0.1, 0.5]}, "seeds": [0],
-        "train": {"max_group_size": None}}
+TINY = ("batch.sizes=[8, 16]", "learning_rate.values=[0.1, 0.5]", "seeds=[0]",
+        "train.max_group_size=null")
 
 
 def _sweep(config: str, out: Path, *extra: str) -> int:
     return main(["sweep", config, "--out", str(out), *extra])
 
 
-def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkeypatch,
-                                                        write_config):
+def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "submitit", None)  # `import submitit` now raises ImportError
     out = tmp_path / "o"
-    assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm") == 2
+    assert _sweep(write_config(tmp_path, *TINY), out, "--launcher", "slurm") == 2
     assert capsys.readouterr().err == \
         "error: --launcher slurm needs submitit: pip install 'scaling[slurm]'\n"
     assert not out.exists()
@@ -57,9 +57,9 @@ def test_missing_submitit_is_refused_before_any_compute(tmp_path, capsys, monkey
     (["--partition", "gpu"], "--partition"),
     (["--jobs", "2"], "--jobs"),
 ])
-def test_bad_launcher_options_are_refused(tmp_path, capsys, extra, flag, write_config):
+def test_bad_launcher_options_are_refused(tmp_path, capsys, extra, flag):
     out = tmp_path / "o"
-    assert _sweep(write_config(tmp_path, **TINY), out, *extra) == 2
+    assert _sweep(write_config(tmp_path, *TINY), out, *extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and flag in err and err.count("\n") == 1, err
     assert not out.exists()
@@ -95,14 +95,14 @@ def test_each_task_runs_one_shard_of_the_same_sweep(tmp_path, monkeypatch):
     ([], {"no_analyze": False, "compile_cache": None, "quiet": False, "force": False}),
 ])
 def test_every_flag_that_shapes_a_task_is_on_its_command_line(flags, expected, tmp_path,
-                                                              monkeypatch, write_config, capsys):
+                                                              monkeypatch, capsys):
     """Through the command itself: the submitted pickles' command lines, as parsed."""
     monkeypatch.chdir(tmp_path)
     captured = []
     monkeypatch.setattr(launch, "make_executor", lambda folder, name, res: _Recorder(folder))
     monkeypatch.setattr(launch, "submit", lambda ex, entry, argvs, n: captured.extend(argvs) or [])
     monkeypatch.setattr(train_cli, "analyze_folder", lambda *a, **k: 0)  # nothing trained here
-    config = write_config(tmp_path, **TINY)
+    config = write_config(tmp_path, *TINY)
     assert _sweep(config, tmp_path / "o", "--launcher", "slurm", *flags) == 0
     parsed = [build_parser().parse_args(argv) for argv in captured]
     assert [a.shard for a in parsed] == [(0, 2), (1, 2)]
@@ -125,20 +125,19 @@ def test_a_failing_task_raises(tmp_path):
 
 
 @needs_submitit
-def test_without_srun_the_launcher_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch,
-                                                              write_config):
+def test_without_srun_the_launcher_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv(launch.CLUSTER_ENV, raising=False)
     out = tmp_path / "o"
-    assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm") == 2
+    assert _sweep(write_config(tmp_path, *TINY), out, "--launcher", "slurm") == 2
     assert "srun" in capsys.readouterr().err
     assert not (out / "runs").exists()
 
 
 @needs_submitit
-def test_dry_run_names_the_tasks_and_submits_nothing(tmp_path, capsys, write_config):
+def test_dry_run_names_the_tasks_and_submits_nothing(tmp_path, capsys):
     out = tmp_path / "o"
-    assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm", "--dry-run") == 0
+    assert _sweep(write_config(tmp_path, *TINY), out, "--launcher", "slurm", "--dry-run") == 0
     text = capsys.readouterr().out
     assert "would submit 2 of 2 tasks (shards 0/2, 1/2)" in text and "bs16-lr0.5-seed0" in text
     assert not out.exists()
@@ -160,10 +159,10 @@ def _assert_same_metrics(one: Path, other: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, write_config) -> tuple[str, Path]:
+def reference(tmp_path_factory) -> tuple[str, Path]:
     """TINY's config and its plain local sweep (8 devices), trained once for this module."""
     folder = tmp_path_factory.mktemp("reference")
-    config = write_config(folder, **TINY)
+    config = write_config(folder, *TINY)
     assert _sweep(config, folder / "local", "--quiet", "--no-analyze") == 0
     return config, folder / "local"
 
@@ -171,7 +170,7 @@ def reference(tmp_path_factory, write_config) -> tuple[str, Path]:
 @needs_submitit
 @pytest.mark.slow
 def test_a_job_array_on_the_local_executor_equals_the_local_sweep(reference, tmp_path, capsys,
-                                                                  monkeypatch, assert_same, on_disk):
+                                                                  monkeypatch):
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
     config, local_out = reference
     out = tmp_path / "array"
@@ -206,7 +205,7 @@ def test_a_rerun_submits_only_the_shards_with_work_left(reference, tmp_path):
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(reference, tmp_path,
-                                                                         monkeypatch, assert_same, on_disk):
+                                                                         monkeypatch):
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # 2 x 4 = 8
     config, local_out = reference
@@ -222,13 +221,12 @@ def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(referen
 
 
 @needs_submitit
-def test_a_failed_task_fails_the_wait_and_names_its_log(tmp_path, capsys, monkeypatch,
-                                                        write_config):
+def test_a_failed_task_fails_the_wait_and_names_its_log(tmp_path, capsys, monkeypatch):
     jax.device_count()  # this process's backend is up; only the tasks see the bad platform below
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
     monkeypatch.setenv("JAX_PLATFORMS", "no_such_platform")
     out = tmp_path / "o"
-    assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm", "--jobs", "1",
+    assert _sweep(write_config(tmp_path, *TINY), out, "--launcher", "slurm", "--jobs", "1",
                   "--wait") == 1
     err = capsys.readouterr().err
     assert "task 0 of 1 (job " in err and "_log.err" in err
@@ -264,24 +262,23 @@ needs_cluster = pytest.mark.skipif(
            "with .ci/slurm.sh where it can, and says so when it cannot)")
 # Long enough that a task is caught while it trains: batch 16 trains 3,000 steps (4 to 15 s on
 # 2 cores), appending rows every 50 steps.
-DIGITS = {"task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [64]},
-          "optimizer": {"name": "momentum", "momentum": 0.9}, "batch": {"sizes": [16, 64]},
-          "learning_rate": {"values": [0.03, 0.1]}, "budget": {"max_examples": 48000},
-          "targets": ["eval_accuracy>=0.9"], "eval": {"every": 10, "points_per_decade": 20},
-          "train": {"chunk_steps": 50, "stop_at_targets": False, "max_group_size": None},
-          "seeds": [0]}
+DIGITS = ("task={name: digits}", "model.name=mlp", "model.hidden=[64]", "optimizer.name=momentum",
+          "optimizer.momentum=0.9", "batch.sizes=[16, 64]", "learning_rate.values=[0.03, 0.1]",
+          "budget.max_examples=48000", "targets=['eval_accuracy>=0.9']", "eval.every=10",
+          "eval.points_per_decade=20", "train.chunk_steps=50", "train.stop_at_targets=false",
+          "train.max_group_size=null", "seeds=[0]")
 
 
 @pytest.fixture(scope="module")
-def digits_reference(tmp_path_factory, write_config) -> tuple[str, Path]:
+def digits_reference(tmp_path_factory) -> tuple[str, Path]:
     """DIGITS's config and its plain local sweep, trained once for this module."""
     folder = tmp_path_factory.mktemp("digits")
-    config = write_config(folder, **DIGITS)
+    config = write_config(folder, *DIGITS)
     assert _sweep(config, folder / "local", "--quiet", "--no-analyze") == 0
     return config, folder / "local"
 
 
-def _same_as(local: Path, out: Path, assert_same, on_disk) -> None:
+def _same_as(local: Path, out: Path) -> None:
     """Every run's summary and metric rows equal, timing fields aside."""
     assert len(on_disk(local)) == 4
     assert_same(on_disk(local), on_disk(out))
@@ -291,7 +288,7 @@ def _same_as(local: Path, out: Path, assert_same, on_disk) -> None:
 @needs_cluster
 @pytest.mark.slow
 def test_a_sweep_through_sbatch_equals_the_local_sweep_and_its_tasks_get_the_flags(
-        digits_reference, tmp_path, capsys, monkeypatch, assert_same, on_disk):
+        digits_reference, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(launch.CLUSTER_ENV, raising=False)
     config, local_out = digits_reference
     out, cache = tmp_path / "sbatch", tmp_path / "cache"
@@ -299,7 +296,7 @@ def test_a_sweep_through_sbatch_equals_the_local_sweep_and_its_tasks_get_the_fla
                   "--partition", PARTITION, "--compile-cache", str(cache)) == 0
     printed = capsys.readouterr().out
     assert "submitted 2 tasks" in printed and (out / "analysis.json").is_file()
-    _same_as(local_out, out, assert_same, on_disk)
+    _same_as(local_out, out)
     argvs = [DelayedSubmission.load(p).args[1] for p in (out / "slurm").glob("*_submitted.pkl")]
     parsed = sorted((build_parser().parse_args(argv) for argv in argvs), key=lambda a: a.shard)
     assert [a.shard for a in parsed] == [(0, 2), (1, 2)]
@@ -348,7 +345,7 @@ def _training_task(out: Path) -> str | None:
 @needs_cluster
 @pytest.mark.slow
 def test_a_task_cancelled_mid_way_is_reported_and_the_rerun_gives_identical_results(
-        digits_reference, tmp_path, monkeypatch, assert_same, on_disk):
+        digits_reference, tmp_path, monkeypatch):
     monkeypatch.delenv(launch.CLUSTER_ENV, raising=False)
     config, local_out = digits_reference
     out = tmp_path / "cancelled"
@@ -370,15 +367,14 @@ def test_a_task_cancelled_mid_way_is_reported_and_the_rerun_gives_identical_resu
     assert rerun.returncode == 0, rerun.stderr
     assert "has nothing left to do; not submitted" in rerun.stdout
     assert "submitted 1 task " in rerun.stdout
-    _same_as(local_out, out, assert_same, on_disk)
+    _same_as(local_out, out)
 
 
 @needs_cluster
-def test_an_sbatch_refusal_is_one_line_and_leaves_no_files(tmp_path, capsys, monkeypatch,
-                                                           write_config):
+def test_an_sbatch_refusal_is_one_line_and_leaves_no_files(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(launch.CLUSTER_ENV, raising=False)
     out = tmp_path / "o"
-    assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm",
+    assert _sweep(write_config(tmp_path, *TINY), out, "--launcher", "slurm",
                   "--partition", "nosuch") == 2
     captured = capsys.readouterr()
     assert captured.err == ("error: --launcher slurm: sbatch refused the job array: invalid "
@@ -386,7 +382,7 @@ def test_an_sbatch_refusal_is_one_line_and_leaves_no_files(tmp_path, capsys, mon
                             "partition name specified\n")
     assert not out.exists()
     (out / "slurm").mkdir(parents=True)  # a folder that was there stays, and stays empty
-    assert _sweep(write_config(tmp_path, **TINY), out, "--launcher", "slurm", "--mem",
+    assert _sweep(write_config(tmp_path, *TINY), out, "--launcher", "slurm", "--mem",
                   "100000000") == 2
     assert "sbatch refused the job array: Memory specification" in capsys.readouterr().err
     assert list(out.rglob("*")) == [out / "slurm"]

@@ -14,11 +14,12 @@ from scaling import gns, store
 from scaling.cli.main import main
 from scaling.train.spec import group_spec
 from scaling.train import measure
+from tests.helpers import NQM, config, write_config
 
 
 @pytest.fixture
-def spec(nqm_cfg):
-    cfg = nqm_cfg(**{"gns.hessian_every": 1, "batch.sizes": "[32]", "gns.ema_decay": 0.5})
+def spec():
+    cfg = config(NQM, "gns.hessian_every=1", "batch.sizes=[32]", "gns.ema_decay=0.5")
     return group_spec(cfg, 32, 1)[0]
 
 
@@ -74,15 +75,14 @@ def test_b_noise_and_eps_max_are_null_where_their_averages_are_not_positive(spec
 
 
 @pytest.mark.slow
-def test_near_the_optimum_b_simple_is_null_where_g2_is_not_positive_and_counted(tmp_path, write_config):
+def test_near_the_optimum_b_simple_is_null_where_g2_is_not_positive_and_counted(tmp_path):
     """NQM started next to its optimum: the true |G|^2 (1e-6) is far below its estimate's
     noise, so the moving estimate is below zero at some points and above at others; the
     summary counts the null points."""
-    config = write_config(tmp_path, task={"name": "nqm", "dim": 10, "init_scale": 1e-3},
-                          seeds=[0], batch={"sizes": [16]}, learning_rate={"values": [1e-4]},
-                          eval={"every": 1, "points_per_decade": 0}, targets=[],
-                          budget={"max_examples": 3200})
-    assert main(["sweep", config, "--out", str(tmp_path / "o"), "--quiet", "--no-analyze"]) == 0
+    path = write_config(tmp_path, "task.init_scale=1e-3", "seeds=[0]", "batch.sizes=[16]",
+                        "learning_rate.values=[1e-4]", "eval.every=1", "eval.points_per_decade=0",
+                        "targets=[]", "budget.max_examples=3200")
+    assert main(["sweep", path, "--out", str(tmp_path / "o"), "--quiet", "--no-analyze"]) == 0
     (record,) = store.load(tmp_path / "o")
     rows = [r for r in record["metrics"] if r["gns_g2"] is not None]
     below = [r for r in rows if r["gns_g2"] <= 0]

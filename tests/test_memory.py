@@ -11,8 +11,9 @@ from scaling.sweep import runner
 from scaling.train import memory
 from scaling.sweep import session as session_mod
 from scaling.sweep import prepare as prepare_mod
+from tests.helpers import SWEEP, assert_same, comparable, config, write_config
 
-ONE_BATCH = {"batch__sizes": [8], "train": {"max_group_size": None}}
+ONE_BATCH = ("batch.sizes=[8]", "train.max_group_size=null")
 
 
 @pytest.mark.parametrize("limit, per_run, axis, fixed, fraction, width", [
@@ -51,18 +52,18 @@ def test_device_limit(monkeypatch):
     assert memory.device_limit(1.0) == 1_000_000_000  # the config caps it
 
 
-def test_memory_limit_must_be_positive(cfg_of):
+def test_memory_limit_must_be_positive():
     for bad in (0, -1.0):
         with pytest.raises(ConfigError, match="train.memory_limit_gb"):
-            cfg_of(train={"memory_limit_gb": bad})
+            config(SWEEP, f"train.memory_limit_gb={bad}")
 
 
 def _session(cfg, folder) -> session_mod.Session:
     return session_mod.Session(prepare_mod.prepare(cfg, folder), quiet=True)
 
 
-def test_estimate_is_positive_and_grows_with_width(tmp_path, cfg_of):
-    session = _session(cfg_of(**ONE_BATCH), tmp_path)
+def test_estimate_is_positive_and_grows_with_width(tmp_path):
+    session = _session(config(SWEEP, *ONE_BATCH), tmp_path)
     program = session.program(8)
     data, eval_data = session.context.data, session.context.eval_data
     total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (2, 8)}
@@ -73,21 +74,19 @@ def test_estimate_is_positive_and_grows_with_width(tmp_path, cfg_of):
     assert sorted(program.compile_s) == [2, 8]
 
 
-def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path, cfg_of):
-    session = _session(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": 1000.0}}), tmp_path)
+def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
+    session = _session(config(SWEEP, *ONE_BATCH, "train.memory_limit_gb=1000.0"), tmp_path)
     summaries = session.train(session.p.batch_runs(8))
     program = session.program(8)
     assert [s["group_size"] for s in summaries] == [4] * 4
     assert list(program.compile_s) == [4] and program.chunks_at[4] > 0  # compiled once, reused
 
 
-def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, scaling_log,
-                                                                       assert_same, cfg_of,
-                                                                       comparable):
-    limit_gb = _limit_for(cfg_of(**ONE_BATCH), tmp_path, 2.5)  # room for 2 runs, not 3
-    whole = runner.run(cfg_of(**ONE_BATCH), tmp_path / "whole", quiet=True)
-    split = runner.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
-                      tmp_path / "split")
+def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path, scaling_log):
+    limit_gb = _limit_for(config(SWEEP, *ONE_BATCH), tmp_path, 2.5)  # room for 2 runs, not 3
+    whole = runner.run(config(SWEEP, *ONE_BATCH), tmp_path / "whole", quiet=True)
+    split = runner.run(config(SWEEP, *ONE_BATCH, f"train.memory_limit_gb={limit_gb}"),
+                       tmp_path / "split")
     assert [s["group_size"] for s in whole] == [4] * 4
     assert [s["group_size"] for s in split] == [2] * 4
     assert [(s["status"], s["steps"]) for s in split] == [(s["status"], s["steps"]) for s in whole]
@@ -107,22 +106,22 @@ def _limit_for(cfg, tmp_path, runs: float) -> float:
     return (fixed + runs * per_run) / memory.SAFETY / memory.GB
 
 
-def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, scaling_log, cfg_of):
-    limit_gb = _limit_for(cfg_of(**ONE_BATCH), tmp_path, 1.5)  # one run per group: 4 groups, not 1
-    split = runner.run(cfg_of(**{**ONE_BATCH, "train": {"memory_limit_gb": limit_gb}}),
-                      tmp_path / "split")
+def test_progress_counts_the_groups_left_after_the_memory_cut(tmp_path, scaling_log):
+    limit_gb = _limit_for(config(SWEEP, *ONE_BATCH), tmp_path, 1.5)  # one run per group: 4 groups, not 1
+    split = runner.run(config(SWEEP, *ONE_BATCH, f"train.memory_limit_gb={limit_gb}"),
+                       tmp_path / "split")
     assert [s["group_size"] for s in split] == [1] * 4
     out = scaling_log.text
     assert "groups: 1 done, 3 left" in out and "groups: 4 done, 0 left" in out
 
 
-def test_dry_run_says_groups_may_be_cut_to_fit_memory(tmp_path, capsys, write_config):
+def test_dry_run_says_groups_may_be_cut_to_fit_memory(tmp_path, capsys):
     from scaling.cli.main import main
 
-    args = ["sweep", write_config(tmp_path, **ONE_BATCH), "--out", str(tmp_path / "o"), "--dry-run"]
+    args = ["sweep", write_config(tmp_path, *ONE_BATCH), "--out", str(tmp_path / "o"), "--dry-run"]
     assert main(args) == 0
     assert "memory:" not in capsys.readouterr().out  # CPU reports no limit
-    path = write_config(tmp_path, **{**ONE_BATCH, "train": {"memory_limit_gb": 2.0}})
+    path = write_config(tmp_path, *ONE_BATCH, "train.memory_limit_gb=2.0")
     assert main(["sweep", path, "--out", str(tmp_path / "o"), "--dry-run"]) == 0
     assert "memory: 2 GB per device; the sweep compiles" in capsys.readouterr().out
     assert not (tmp_path / "o").exists()

@@ -1,4 +1,5 @@
-"""Two processes on localhost with jax.distributed (gloo) train the same runs as one process."""
+"""Several hosts, end to end (a subject across scaling.train and scaling.sweep): two processes
+on localhost with jax.distributed (gloo) train the same runs as one process."""
 
 from __future__ import annotations
 

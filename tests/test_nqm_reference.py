@@ -18,6 +18,7 @@ from scaling.errors import ConfigError
 from scaling.tasks.nqm import NQMOptions, spectra, trained_spectra
 from scaling.train.schedules import lr_multiplier
 from scaling.train.spec import RunSpec
+from tests.helpers import NQM, config, train
 
 
 # ---------------------------------------------------------------- the change of variables
@@ -150,14 +151,14 @@ def test_b_crit_with_momentum_reads_the_fewest_steps_of_full_curves():
 
 SEEDS = 64
 CASES = {  # name: (config overrides, run's momentum, closed forms the runs must be told from)
-    "momentum": ({"optimizer.name": "momentum"}, 0.9, [{"momentum": 0.0}]),
-    "nesterov, p = 0.5": ({"optimizer.name": "nesterov", "task.precondition_power": 0.5}, 0.8,
+    "momentum": (["optimizer.name=momentum"], 0.9, [{"momentum": 0.0}]),
+    "nesterov, p = 0.5": (["optimizer.name=nesterov", "task.precondition_power=0.5"], 0.8,
                           [{"nesterov": False}, {"precondition_power": 0.0}]),
-    "sgd, p = 1": ({"task.precondition_power": 1.0, "task.h_power": 0.5}, 0.0,
+    "sgd, p = 1": (["task.precondition_power=1.0", "task.h_power=0.5"], 0.0,
                    [{"precondition_power": 0.5}]),
     "momentum, p = 0.5, moving average, cosine": (
-        {"optimizer.name": "momentum", "task.precondition_power": 0.5, "eval.ema_decay": 0.9,
-         "schedule.name": "cosine", "schedule.warmup_fraction": 0.1}, 0.9,
+        ["optimizer.name=momentum", "task.precondition_power=0.5", "eval.ema_decay=0.9",
+         "schedule.name=cosine", "schedule.warmup_fraction=0.1"], 0.9,
         [{"ema": False}, {"schedule": "constant"}, {"momentum": 0.0}]),
 }
 
@@ -178,12 +179,12 @@ def _exact(cfg: config_mod.Config, lr: float, momentum: float, ema: bool = True,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_engine_runs_match_the_closed_form(case, nqm_cfg, train):
+def test_engine_runs_match_the_closed_form(case):
     """64 seeds through the engine: the mean loss (the moving average's, with eval.ema_decay)
     at every step within 4 standard errors of the closed form, and not within them of the
     closed form with any one option changed (momentum, Nesterov, p, averaging, schedule)."""
     over, momentum, alternatives = CASES[case]
-    cfg = nqm_cfg(**over)
+    cfg = config(NQM, *over)
     lr = 0.1
     _, records = train(cfg, [RunSpec(lr, s, momentum=momentum) for s in range(SEEDS)])
     ema = cfg.eval.ema_decay is not None

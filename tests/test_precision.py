@@ -16,10 +16,7 @@ from scaling.config import ConfigError
 from scaling.sweep import runner
 from scaling.train import precision
 from scaling.train.spec import RunSpec
-
-
-def curves(records: list[list[dict]], key: str = "eval_loss") -> np.ndarray:
-    return np.array([[row[key] for row in rows] for rows in records])
+from tests.helpers import DIGITS, NQM, SWEEP, config, curves, train, train_program
 
 
 # Measured on CPU (jax 0.10): the largest relative gap between a bfloat16 run and its float32
@@ -28,12 +25,12 @@ BOUNDS = {"nqm": 0.02, "linreg": 0.01, "digits": 0.08}
 
 
 @pytest.mark.parametrize("task", list(BOUNDS))
-def test_bfloat16_runs_stay_close_to_their_float32_twins(task, nqm_cfg, digits_cfg, train):
+def test_bfloat16_runs_stay_close_to_their_float32_twins(task):
     def cfg(prec):
         if task == "digits":
-            return digits_cfg(**{"train.precision": prec})
+            return config(DIGITS, f"train.precision={prec}")
         name = "{name: nqm, dim: 20}" if task == "nqm" else "{name: linreg, dim: 20}"
-        return nqm_cfg(**{"train.precision": prec, "task": name})
+        return config(NQM, f"train.precision={prec}", f"task={name}")
 
     runs = [RunSpec(0.05 if task == "digits" else 0.3, s) for s in range(8)]
     f32, bf16 = (curves(train(cfg(p), runs)[1]) for p in ("float32", "bfloat16"))
@@ -42,8 +39,8 @@ def test_bfloat16_runs_stay_close_to_their_float32_twins(task, nqm_cfg, digits_c
     assert gap.max() > 0, "bfloat16 must actually change the arithmetic"
 
 
-def test_bfloat16_nqm_keeps_the_closed_form(nqm_cfg, train):
-    cfg = nqm_cfg(**{"train.precision": "bfloat16"})
+def test_bfloat16_nqm_keeps_the_closed_form():
+    cfg = config(NQM, "train.precision=bfloat16")
     seeds = 128
     losses = curves(train(cfg, [RunSpec(0.3, s) for s in range(seeds)])[1])
     exact = expected_loss(cfg.task.options, np.full(100, 0.3), 8)
@@ -51,10 +48,10 @@ def test_bfloat16_nqm_keeps_the_closed_form(nqm_cfg, train):
     assert np.all(np.abs(losses.mean(0) - exact) <= tolerance)
 
 
-def test_bfloat16_noise_scale_keeps_its_accuracy(nqm_cfg, train):
+def test_bfloat16_noise_scale_keeps_its_accuracy():
     """As tests/test_gns.py: at theta0 |G|^2 and tr Sigma are exact; bfloat16 gradients."""
-    cfg = nqm_cfg(**{"budget.max_steps": 200, "eval.every": 200, "batch.sizes": "[32]",
-                     "train.precision": "bfloat16"})
+    cfg = config(NQM, "budget.max_steps=200", "eval.every=200", "batch.sizes=[32]",
+                 "train.precision=bfloat16")
     seeds = 32
     records = train(cfg, [RunSpec(1e-7, s) for s in range(seeds)])[1]
     exact = noise_scales(cfg.task.options, np.full(cfg.task.options.dim, 1.0))
@@ -64,8 +61,8 @@ def test_bfloat16_noise_scale_keeps_its_accuracy(nqm_cfg, train):
         assert abs(values.mean() - truth) <= 4 * values.std() / np.sqrt(seeds) + 0.005 * truth
 
 
-def test_state_and_statistics_stay_float32(digits_cfg, train_program):
-    cfg = digits_cfg(**{"train.precision": "bfloat16", "budget.max_steps": 4})
+def test_state_and_statistics_stay_float32():
+    cfg = config(DIGITS, "train.precision=bfloat16", "budget.max_steps=4")
     _, records, program = train_program(cfg, [RunSpec(0.1, 0)])
     assert program.spec.precision == "bfloat16"
     params = program.task.init(jax.random.key(0))
@@ -85,10 +82,10 @@ def test_auto_is_bfloat16_on_accelerators_only():
                               "learning_rate": {"values": [0.1]}, "train": {"precision": "fp16"}})
 
 
-def test_precision_is_recorded_and_a_folder_keeps_one(tmp_path, cfg_of):
-    runner.run(cfg_of(train={"precision": "bfloat16"}, seeds=[0], batch={"sizes": [8]}),
+def test_precision_is_recorded_and_a_folder_keeps_one(tmp_path):
+    runner.run(config(SWEEP, "train.precision=bfloat16", "seeds=[0]", "batch.sizes=[8]"),
                tmp_path, quiet=True)
     record = json.loads(next((tmp_path / "runs").glob("*/config.json")).read_text())
     assert record["precision"] == "bfloat16"
     with pytest.raises(ConfigError, match="train.precision"):
-        runner.run(cfg_of(seeds=[0], batch={"sizes": [8]}), tmp_path, quiet=True)  # auto: float32
+        runner.run(config(SWEEP, "seeds=[0]", "batch.sizes=[8]"), tmp_path, quiet=True)  # auto: float32

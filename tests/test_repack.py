@@ -6,10 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from scaling import config as config_mod
 from scaling.train.mesh import make_mesh
 from scaling.train.repack import PAD, Packing, width_for
 from scaling.train.spec import RunSpec
+from tests.helpers import config, train_program
 
 # Momentum on the NQM (h_max = 1): the large rates diverge within a few steps, the middle ones
 # reach the target at different times, the smallest uses its whole budget. Shuffled, so the
@@ -17,20 +17,18 @@ from scaling.train.spec import RunSpec
 RATES = [12.0, 0.3, 6.0, 0.003, 1.5, 0.1, 0.6, 0.03]
 
 
-def repack_cfg(repack: bool) -> config_mod.Config:
-    return config_mod.from_dict({
-        "task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "momentum"},
-        "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3]},
-        "budget": {"max_steps": 200}, "eval": {"every": 5, "points_per_decade": 0},
-        "targets": ["eval_loss<=0.3"], "reached": {"rule": "first"},
-        "train": {"chunk_steps": 10, "repack": repack}})
+REPACK = {
+    "task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "momentum"},
+    "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3]},
+    "budget": {"max_steps": 200}, "eval": {"every": 5, "points_per_decade": 0},
+    "targets": ["eval_loss<=0.3"], "reached": {"rule": "first"},
+    "train": {"chunk_steps": 10}}
 
 
-@pytest.fixture
-def train_packed(train_program):
+def train_packed(repack: bool, runs: list[RunSpec], runs_axis: int = 1):
     """One group on a (runs_axis, 8 / runs_axis) mesh; (results, per-run rows, program)."""
-    return lambda repack, runs, runs_axis=1: train_program(
-        repack_cfg(repack), runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()), runs_axis)
+    cfg = config(REPACK, f"train.repack={str(repack).lower()}")
+    return train_program(cfg, runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()), runs_axis)
 
 
 def assert_same_runs(a, b) -> None:
@@ -47,7 +45,7 @@ def assert_same_runs(a, b) -> None:
 
 
 @pytest.mark.devices(8)
-def test_repacking_changes_no_run_and_shrinks_the_group(train_packed):
+def test_repacking_changes_no_run_and_shrinks_the_group():
     runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES)]
     on, off = train_packed(True, runs), train_packed(False, runs)
     assert {r.status for r in on[0]} == {"completed", "diverged", "budget_exhausted"}
@@ -60,7 +58,7 @@ def test_repacking_changes_no_run_and_shrinks_the_group(train_packed):
 
 
 @pytest.mark.devices(8)
-def test_repacking_on_a_2x4_mesh_keeps_the_width_a_multiple_of_the_runs_axis(train_packed):
+def test_repacking_on_a_2x4_mesh_keeps_the_width_a_multiple_of_the_runs_axis():
     runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES[1:])]  # 7: one pad
     on, off = train_packed(True, runs, runs_axis=2), train_packed(False, runs, runs_axis=2)
     assert_same_runs(on, off)

@@ -15,6 +15,7 @@ from scaling.cli.main import main
 from scaling.errors import ConfigError
 from scaling.store import claims
 from scaling.store.repair import repair_folder, repair_run
+from tests.helpers import write_config
 
 CONFIG = {"run_id": "r", "total_steps": 100, "eval": {"every": 10, "points_per_decade": 0}}
 
@@ -132,10 +133,10 @@ def test_the_command_repairs_what_it_can_says_why_not_and_exits_1(tmp_path, caps
 
 
 @pytest.mark.slow
-def test_a_real_sweep_written_twice_is_repaired_to_its_own_rows(tmp_path, write_config, capsys):
+def test_a_real_sweep_written_twice_is_repaired_to_its_own_rows(tmp_path, capsys):
     """A real sweep's rows, written as two processes interleave them (the second writer's
     wall_s differ): the repair gives back exactly the first's rows, and the folder analyses."""
-    config = write_config(tmp_path, seeds=[0], learning_rate={"values": [0.1, 0.5]})
+    config = write_config(tmp_path, "seeds=[0]", "learning_rate.values=[0.1, 0.5]")
     out = tmp_path / "o"
     assert main(["sweep", config, "--out", str(out), "--quiet", "--no-analyze"]) == 0
     originals = {}

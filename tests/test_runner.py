@@ -1,21 +1,25 @@
-"""runner.run's learning-rate search through the engine: a first grid whose top lies below
-the optimum extends upward and brackets it, each round trains as one group with the seeds of
-the first grid, the rounds are recorded, and a sweep killed mid-round resumes to the same
-results as one never interrupted."""
+"""scaling.sweep.runner: `scaling sweep --dry-run` lists the runs, groups and plan and writes
+nothing; shards together equal the whole sweep; an extended sweep trains only its new points,
+an optimizer axis in one group; and the learning-rate search through the engine: a first grid
+whose top lies below the optimum extends upward and brackets it, each round trains as one
+group with the seeds of the first grid, the rounds are recorded, and a sweep killed mid-round
+resumes to the same results as one never interrupted."""
 
 from __future__ import annotations
 
+import json
+import math
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from scaling import config, store
+from scaling import config as config_mod, store
 from scaling.analysis import analyze as A
 from scaling.cli.main import main
-from scaling.sweep import runner
+from scaling.sweep import grid, runner
+from tests.helpers import (SWEEP, assert_same, assert_throughput, axes_config, comparable, config,
+                           on_disk, scaling_process, summary_files, write_config)
 
 TARGET = "eval_loss<=0.1"
 # On this NQM at batch 8 the fewest steps to 0.1 lie near lr 1 (2.7 diverges): a first grid of
@@ -27,8 +31,8 @@ LOW = {"name": "t", "task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "s
 
 
 @pytest.mark.slow
-def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path, config_from):
-    done = runner.run(config_from(LOW), tmp_path, quiet=True)
+def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path):
+    done = runner.run(config(LOW), tmp_path, quiet=True)
     rounds = store.read_rounds(tmp_path)
     assert rounds[0]["learning_rates"] == pytest.approx([0.2])  # one step up, the grid's factor
     assert [r["round"] for r in rounds] == list(range(1, len(rounds) + 1))
@@ -41,19 +45,13 @@ def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path, confi
     assert point["optimum"]["bracketed"]
 
 
-def _scaling(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "scaling.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 @pytest.mark.slow
-def test_a_sweep_killed_mid_round_resumes_to_the_same_results(tmp_path, config_from,
-                                                              assert_same, on_disk):
-    cfg = config_from(LOW, train={"chunk_steps": 10, "max_group_size": 1})
+def test_a_sweep_killed_mid_round_resumes_to_the_same_results(tmp_path):
+    cfg = config(LOW, "train.max_group_size=1")
     path = tmp_path / "c.yaml"
-    path.write_text(config.to_yaml(cfg))
+    path.write_text(config_mod.to_yaml(cfg))
     out = tmp_path / "killed"
-    proc = _scaling("sweep", str(path), "--out", str(out), "--quiet", "--no-analyze")
+    proc = scaling_process("sweep", str(path), "--out", str(out), "--quiet", "--no-analyze")
     deadline = time.monotonic() + 300
     while not store.read_rounds(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -64,3 +62,94 @@ def test_a_sweep_killed_mid_round_resumes_to_the_same_results(tmp_path, config_f
     runner.run(cfg, tmp_path / "clean", quiet=True)
     assert store.read_rounds(out) == store.read_rounds(tmp_path / "clean")
     assert_same(on_disk(tmp_path / "clean"), on_disk(out))
+
+
+def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["sweep", write_config(tmp_path), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    assert "steps" in text and "max_examples" in text  # the plan table
+    for size, steps in ((8, 100), (16, 50)):
+        assert any(line.split()[:1] == [str(size)] and str(steps) in line.split()
+                   for line in text.splitlines())
+    assert text.count("to do  bs") == 8 and "batch 16 group 1: 2 runs, 0 done, 2 to train" in text
+
+
+def test_dry_run_marks_finished_runs(tmp_path, capsys):
+    config_path, out = write_config(tmp_path), tmp_path / "o"
+    runner.run(config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.1]"), out, quiet=True,
+               force=True)
+    before = sorted(p.name for p in out.rglob("*"))
+    capsys.readouterr()
+    assert main(["sweep", config_path, "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "done   bs8-lr0.1-seed0" in text and "to do  bs8-lr0.5-seed0" in text
+    assert "batch 8 group 0: 2 runs, 2 done, 0 to train" in text
+    assert sorted(p.name for p in out.rglob("*")) == before
+
+
+@pytest.mark.slow
+def test_two_shards_equal_the_unsharded_sweep(tmp_path):
+    cfg = config(SWEEP)
+    whole = runner.run(cfg, tmp_path / "whole", quiet=True)
+    first = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(0, 2))
+    second = runner.run(cfg, tmp_path / "sharded", quiet=True, shard=(1, 2))
+    ids = {s["run_id"] for s in first}
+    assert ids and ids.isdisjoint(s["run_id"] for s in second)
+    assert len(whole) == 8 and len(first) + len(second) == 8
+    assert_same(comparable(whole), comparable(first + second))
+    assert_same(on_disk(tmp_path / "whole"), on_disk(tmp_path / "sharded"))
+    assert runner.run(cfg, tmp_path / "sharded", quiet=True) == []
+    assert assert_throughput(tmp_path / "whole") == assert_throughput(tmp_path / "sharded") == 4
+
+
+@pytest.mark.slow
+def test_extension_trains_only_the_new_points(tmp_path):
+    out = tmp_path / "o"
+    small = config(SWEEP, "batch.sizes=[8]", "learning_rate.values=[0.1]", "seeds=[0]")
+    first = runner.run(small, out, quiet=True)
+    stamp = {p: p.stat().st_mtime_ns for p in summary_files(out)}
+    bigger = config(SWEEP, "batch.sizes=[8, 16]", "learning_rate.values=[0.1, 0.5]", "seeds=[0, 1]")
+    new = runner.run(bigger, out, quiet=True)
+    all_ids = {r.run_id for r in grid.expand(bigger)}
+    assert {s["run_id"] for s in first} == {"bs8-lr0.1-seed0"}
+    assert {s["run_id"] for s in new} == all_ids - {"bs8-lr0.1-seed0"}
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
+    assert {r["run_id"] for r in store.load(out)} == all_ids
+
+
+@pytest.mark.slow
+def test_a_momentum_axis_trains_in_one_group_and_extends(tmp_path):
+    out = tmp_path / "o"
+    first = runner.run(axes_config("optimizer.momentum=[0.0, 0.9]"), out, quiet=True)
+    assert len(first) == 8 and {s["group_size"] for s in first} == {4}
+    by_id = {s["run_id"]: s for s in first}
+    for rid in by_id:
+        momentum = json.loads((out / "runs" / rid / "config.json").read_text())["optimizer"]["momentum"]
+        assert momentum == float(rid.rsplit("mom", 1)[1])
+    for size in (8, 16):
+        for lr in (0.1, 0.5):
+            a, b = (by_id[f"bs{size}-lr{lr}-seed0-mom{m}"]["final"] for m in ("0", "0.9"))
+            assert math.isfinite(a["eval_loss"]) and math.isfinite(b["eval_loss"])
+            assert a["eval_loss"] != b["eval_loss"] and a["train_loss"] != b["train_loss"]
+    alone = runner.run(axes_config("optimizer.momentum=0.0"), tmp_path / "scalar", batch_sizes=[8],
+                       quiet=True)
+    for s in alone:  # each run of the axis trains as it would in a sweep of its own value
+        assert s["final"]["eval_loss"] == pytest.approx(
+            by_id[s["run_id"] + "-mom0"]["final"]["eval_loss"], rel=1e-5)
+    stamp = {p: p.stat().st_mtime_ns for p in summary_files(out)}
+    new = runner.run(axes_config("optimizer.momentum=[0.0, 0.9, 0.5]"), out, quiet=True)
+    assert sorted(s["run_id"] for s in new) == sorted(
+        f"bs{b}-lr{lr}-seed0-mom0.5" for b in (8, 16) for lr in (0.1, 0.5))
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
+    assert len(store.load(out)) == 12
+
+
+def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_path, capsys):
+    path, out = write_config(tmp_path, "optimizer.name=momentum"), tmp_path / "o"
+    assert main(["sweep", path, "optimizer.momentum=[0.0, 0.9]", "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("to do  bs") == 16 and "to do  bs16-lr0.5-seed1-mom0.9" in text
+    assert main(["sweep", path, "optimizer.b2=[0.9, 0.99]", "--out", str(out)]) == 2
+    assert "optimizer momentum does not use b2" in capsys.readouterr().err and not out.exists()

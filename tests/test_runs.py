@@ -1,15 +1,19 @@
 """scaling.store.runs: rows cannot repeat. Appends are checked against the last step on disk,
-and a file whose steps repeat or go back is refused on read, naming the file and the step."""
+and a file whose steps repeat or go back is refused on read, naming the file and the step. A
+folder's runs as a pandas frame, one row per run."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
 from scaling import store
 from scaling.errors import ConfigError
 from scaling.store.runs import last_step
+from scaling.sweep import runner
+from tests.helpers import SWEEP, config
 
 
 def _rows(*steps: int) -> list[dict]:
@@ -87,3 +91,25 @@ def test_the_last_step_is_read_from_the_end_of_a_long_file(run, monkeypatch):
     assert last_step(path) == 4995
     monkeypatch.setattr(store.runs, "TAIL_BYTES", 10)  # the tail holds no whole line
     assert last_step(path) == 4995
+
+
+# ---------------------------------------------------------------- pandas view
+
+
+def test_frame_has_one_row_per_run_with_flattened_fields(tmp_path):
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "o"
+    runner.run(config(SWEEP, "batch.sizes=[8]", "seeds=[0]"), out, quiet=True)
+    df = store.frame(out)
+    assert isinstance(df, pd.DataFrame) and len(df) == 2
+    assert sorted(df["run_id"]) == ["bs8-lr0.1-seed0", "bs8-lr0.5-seed0"]
+    row = df.set_index("run_id").loc["bs8-lr0.1-seed0"]
+    summary = json.loads((out / "runs" / "bs8-lr0.1-seed0" / "summary.json").read_text())
+    assert row["steps_to_target.eval_loss<=0.3"] == summary["steps_to_target"]["eval_loss<=0.3"]
+    assert row["final.eval_loss"] == summary["final"]["eval_loss"]
+
+
+def test_frame_without_pandas_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        store.frame(tmp_path)

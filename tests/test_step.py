@@ -9,6 +9,7 @@ import pytest
 
 from scaling.analysis import analyze as A
 from scaling.sweep import runner
+from tests.helpers import config
 
 TARGET = "eval_loss<=0.1"
 # At batch 8 and lr 0.1 this NQM crosses 0.1 near step 58: the smoothed reading (window 1.5)
@@ -20,8 +21,8 @@ LATE = {"task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
 
 
 @pytest.mark.slow
-def test_a_late_crossing_is_confirmed_past_the_budget(tmp_path, config_from):
-    (s,) = runner.run(config_from(LATE), tmp_path, quiet=True)
+def test_a_late_crossing_is_confirmed_past_the_budget(tmp_path):
+    (s,) = runner.run(config(LATE), tmp_path, quiet=True)
     assert s["status"] == "completed" and s["steps_to_target"][TARGET] is not None
     assert 0 < s["extension_steps"] <= 40 and s["steps"] == 80 + s["extension_steps"]
     assert 1.5 * (1 + s["steps_to_target"][TARGET]) - 1 <= s["steps"] + 2  # the window closed
@@ -31,8 +32,8 @@ def test_a_late_crossing_is_confirmed_past_the_budget(tmp_path, config_from):
 
 
 @pytest.mark.slow
-def test_without_the_extension_a_late_crossing_is_read_clipped_and_flagged(tmp_path, config_from):
-    cfg = config_from(LATE, budget={"max_steps": 80, "reading_extension": False})
+def test_without_the_extension_a_late_crossing_is_read_clipped_and_flagged(tmp_path):
+    cfg = config(LATE, "budget.reading_extension=false")
     (s,) = runner.run(cfg, tmp_path, quiet=True)
     assert s["steps"] == 80 and s["extension_steps"] == 0
     assert s["steps_to_target"][TARGET] is not None and s["reading_clipped"] == [TARGET]

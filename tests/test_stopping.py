@@ -14,6 +14,7 @@ from scaling.sweep import runner
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.stopping import Dominance, diverged
 from scaling.train.spec import RunSpec
+from tests.helpers import config
 
 NQM = {"task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
        "batch": {"sizes": [8, 32]}, "learning_rate": {"min": 0.01, "max": 1.0, "num": 3,
@@ -29,10 +30,9 @@ def _points(out) -> dict:
 
 
 @pytest.mark.slow
-def test_stopping_changes_neither_the_best_rate_nor_its_steps(tmp_path, config_from):
-    on = runner.run(config_from(NQM), tmp_path / "on", quiet=True)
-    off = runner.run(config_from(NQM, train={"stop_dominated": False, "chunk_steps": 10}),
-                     tmp_path / "off", quiet=True)
+def test_stopping_changes_neither_the_best_rate_nor_its_steps(tmp_path):
+    on = runner.run(config(NQM), tmp_path / "on", quiet=True)
+    off = runner.run(config(NQM, "train.stop_dominated=false"), tmp_path / "off", quiet=True)
     assert {s["run_id"] for s in on} == {s["run_id"] for s in off}, "the same rounds"
     stopped = [s for s in on if s["status"] == "dominated"]
     assert stopped and not [s for s in off if s["status"] == "dominated"]
@@ -50,9 +50,9 @@ def test_stopping_changes_neither_the_best_rate_nor_its_steps(tmp_path, config_f
 
 
 @pytest.mark.slow
-def test_stopped_runs_appear_censored_in_the_analysis_and_the_report(tmp_path, config_from):
+def test_stopped_runs_appear_censored_in_the_analysis_and_the_report(tmp_path):
     out = tmp_path / "o"
-    runner.run(config_from(NQM), out, quiet=True)
+    runner.run(config(NQM), out, quiet=True)
     assert main_analyze(out) == 0
     analysis = json.loads((out / "analysis.json").read_text())
     censored = [r for r in analysis["runs"] if r["status"] == "dominated"]
@@ -76,12 +76,11 @@ def _run(lr: float, seed: int) -> PlannedRun:
     return PlannedRun(f"bs8-lr{lr}-seed{seed}", 8, RunSpec(lr, seed))
 
 
-def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_go_on(
-        config_from):
+def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_go_on():
     """Rows worked by hand, rule `first`: at 0.1 both seeds reach 0.3 at step 10; at 0.03, still
     above it at step 40 (a lower bound of 40 > 1.1 x 10); 0.01 and 0.03 are not the best's
     neighbours once 0.05 has been tried, so only the best's neighbours and itself go on."""
-    cfg = config_from(NQM, targets=["eval_loss<=0.3"], reached={"rule": "first"})
+    cfg = config(NQM, "targets=['eval_loss<=0.3']", "reached.rule=first")
     group = [_run(lr, s) for lr in (0.01, 0.03) for s in (0, 1)]
     done = {lr: {"learning_rate": lr, "seed": s, "status": "completed",
                  "steps_to_target": {"eval_loss<=0.3": steps}}

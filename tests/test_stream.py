@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
 
 from scaling import config as config_mod
 from scaling.cli.main import main
@@ -18,7 +17,8 @@ from scaling.train.program import GroupProgram
 from scaling.train.spec import group_spec
 from scaling.sweep import session as session_mod
 from tests.test_image_files import write_fixtures
-from tests.test_sweep import _kill_after_first_run, _scaling, _summaries
+from tests.helpers import (assert_same, config, kill_after_first_run, on_disk, scaling_process,
+                           summary_files)
 
 DIGITS = {
     "name": "s", "task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]},
@@ -29,12 +29,12 @@ DIGITS = {
 }
 
 
-def cfg(placement: str, **sections) -> config_mod.Config:
-    data = {**DIGITS, **sections, "data": {"placement": placement}}
-    return config_mod.from_dict(data)
+def cfg(placement: str, *overrides: str) -> config_mod.Config:
+    """DIGITS with `overrides`, its data placed at `placement`."""
+    return config(DIGITS, *overrides, f"data.placement={placement}")
 
 
-def test_host_streaming_trains_exactly_as_the_data_on_the_device(tmp_path, on_disk, assert_same):
+def test_host_streaming_trains_exactly_as_the_data_on_the_device(tmp_path):
     """Two batch sizes (one leaving a partial last batch: 1,438 = 7 x 200 + 38), several epochs,
     chunks that straddle epochs, two seeds x two learning rates, runs stopping at the target
     (so groups repack) and the noise-scale groups."""
@@ -46,27 +46,27 @@ def test_host_streaming_trains_exactly_as_the_data_on_the_device(tmp_path, on_di
 
 
 @pytest.mark.devices(8)
-def test_host_streaming_on_a_mesh_of_runs_and_data_shards(tmp_path, on_disk, assert_same):
-    sections = {"parallel": {"runs": 2}, "batch": {"sizes": [64]}}
-    runner.run(cfg("device", **sections), tmp_path / "device", quiet=True)
-    runner.run(cfg("host", **sections), tmp_path / "host", quiet=True)
+def test_host_streaming_on_a_mesh_of_runs_and_data_shards(tmp_path):
+    overrides = ("parallel.runs=2", "batch.sizes=[64]")
+    runner.run(cfg("device", *overrides), tmp_path / "device", quiet=True)
+    runner.run(cfg("host", *overrides), tmp_path / "host", quiet=True)
     assert_same(on_disk(tmp_path / "device"), on_disk(tmp_path / "host"))
 
 
-def test_augmented_image_batches_stream_identically(tmp_path, on_disk, assert_same):
+def test_augmented_image_batches_stream_identically(tmp_path):
     write_fixtures("mnist", tmp_path / "mnist")
-    sections = {"task": {"name": "mnist", "data_dir": str(tmp_path), "download": False,
-                         "crop_padding": 2, "flip": True},
-                "batch": {"sizes": [8]}, "budget": {"max_steps": 12}, "targets": []}
-    runner.run(cfg("device", **sections), tmp_path / "device", quiet=True)
-    runner.run(cfg("host", **sections), tmp_path / "host", quiet=True)
+    overrides = ("task.name=mnist", f"task.data_dir={tmp_path}", "task.download=false",
+                 "task.crop_padding=2", "task.flip=true", "batch.sizes=[8]",
+                 "budget={max_steps: 12}", "targets=[]")
+    runner.run(cfg("device", *overrides), tmp_path / "device", quiet=True)
+    runner.run(cfg("host", *overrides), tmp_path / "host", quiet=True)
     assert_same(on_disk(tmp_path / "device"), on_disk(tmp_path / "host"))
 
 
 def test_the_stream_draws_the_device_paths_permutations():
     """Every epoch's order covers each example once; seeds differ; the chunk's batches are the
     consecutive slices of that order, and steps past the end take example 0."""
-    c = cfg("host", batch={"sizes": [200]})
+    c = cfg("host", "batch.sizes=[200]")
     task = build_task(c)
     program = GroupProgram(task, group_spec(c, 200, 1)[0], make_mesh(1, 1))
     feed = stream.HostStream(program.spec, task.train_arrays(), [3, 0, 3], program.new_perm,
@@ -100,7 +100,7 @@ def test_host_placement_is_refused_where_it_cannot_work():
                               "learning_rate": {"values": [0.1]},
                               "data": {"placement": "host"}})
     with pytest.raises(ConfigError, match="while gns.hessian_every is set"):
-        cfg("host", gns={"hessian_every": 2})
+        cfg("host", "gns.hessian_every=2")
     with pytest.raises(ConfigError, match="data.placement: got 'disk'"):
         cfg("disk")
 
@@ -109,23 +109,21 @@ def test_auto_streams_what_would_crowd_the_device():
     task = build_task(cfg("auto"))
     size = sum(a.nbytes for a in task.train_arrays().values())
     assert session_mod.placement(cfg("auto"), task) == "device"  # CPU: no limit reported
-    tight = cfg("auto", train={"memory_limit_gb": 3 * size / 1e9})
-    roomy = cfg("auto", train={"memory_limit_gb": 5 * size / 1e9})
+    tight = cfg("auto", f"train={{memory_limit_gb: {3 * size / 1e9}}}")
+    roomy = cfg("auto", f"train={{memory_limit_gb: {5 * size / 1e9}}}")
     assert session_mod.placement(tight, task) == "host" and session_mod.placement(roomy, task) == "device"
 
 
 @pytest.mark.slow
-def test_a_host_streamed_sweep_killed_with_sigkill_resumes_to_the_same_results(
-        tmp_path, on_disk, assert_same):
-    data = {**DIGITS, "batch": {"sizes": [32, 64]}, "data": {"placement": "host"},
-            "train": {"chunk_steps": 7, "max_group_size": 1}, "budget": {"max_epochs": 2}}
+def test_a_host_streamed_sweep_killed_with_sigkill_resumes_to_the_same_results(tmp_path):
+    killed = cfg("host", "batch.sizes=[32, 64]", "train.max_group_size=1", "budget.max_epochs=2")
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(config_mod.to_yaml(killed))
     out = tmp_path / "killed"
-    finished = _kill_after_first_run(
-        _scaling("sweep", str(path), "--out", str(out), "--quiet", "--no-analyze"), out)
+    finished = kill_after_first_run(
+        scaling_process("sweep", str(path), "--out", str(out), "--quiet", "--no-analyze"), out)
     assert 0 < finished < 8, "the kill must land mid-sweep for this test to mean anything"
     assert main(["sweep", str(path), "--out", str(out), "--quiet", "--no-analyze"]) == 0
-    runner.run(config_mod.from_dict(data), tmp_path / "clean", quiet=True)
-    assert len(_summaries(out)) == 8
+    runner.run(killed, tmp_path / "clean", quiet=True)
+    assert len(summary_files(out)) == 8
     assert_same(on_disk(tmp_path / "clean"), on_disk(out))

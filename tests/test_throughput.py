@@ -13,6 +13,7 @@ import pytest
 from scaling.analysis.analyze import analyze
 from scaling.sweep import runner
 from scaling.train import throughput
+from tests.helpers import DIGITS, assert_throughput, config
 
 B, D = 32, 50
 SHAPES = ({"w": jax.ShapeDtypeStruct((D,), jnp.float32)},
@@ -54,9 +55,8 @@ def test_mfu_is_model_flops_per_second_over_the_peak_of_every_device():
     assert throughput.figures(10, 8, 1.0, None, device, 1, "float32")["mfu"] is None
 
 
-def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path, digits_cfg,
-                                                                  assert_throughput):
-    cfg = digits_cfg(**{"targets": ["eval_loss<=1.0"]})
+def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path):
+    cfg = config(DIGITS, "targets=['eval_loss<=1.0']")
     runner.run(cfg, tmp_path, quiet=True)
     summaries = [json.loads(p.read_text()) for p in tmp_path.glob("runs/*/summary.json")]
     speeds = [s["throughput"] for s in summaries]

@@ -15,12 +15,13 @@ from scaling.config import ConfigError
 from scaling.sweep import runner
 from scaling.sweep.trackers import TensorBoard, WandB, wandb_id
 from scaling.train.program import GroupProgram
+from tests.helpers import SWEEP, config
 
 pytest.importorskip("tensorboardX")
 wandb_pb = pytest.importorskip("wandb.proto.wandb_internal_pb2")
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
-ONE_GROUP = {"batch": {"sizes": [8]}, "seeds": [0]}
+ONE_GROUP = ("batch.sizes=[8]", "seeds=[0]")
 
 
 def _events(folder: Path) -> event_accumulator.EventAccumulator:
@@ -76,12 +77,11 @@ def _wandb_run(out: Path, run_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory, cfg_of):
+def tracked(tmp_path_factory):
     """A two-run sweep logged to TensorBoard and to W&B offline."""
     out = tmp_path_factory.mktemp("tracked")
-    cfg = cfg_of(**ONE_GROUP, log={"tensorboard": True,
-                                   "wandb": {"project": "proj", "mode": "offline",
-                                             "tags": ["t1"]}})
+    cfg = config(SWEEP, *ONE_GROUP, "log.tensorboard=true", "log.wandb.project=proj",
+                 "log.wandb.mode=offline", "log.wandb.tags=[t1]")
     runner.run(cfg, out, quiet=True)
     return out, {r["run_id"]: r for r in store.load(out)}
 
@@ -117,7 +117,7 @@ def test_wandb_offline_run_has_config_history_and_summary(tracked):
         assert wb["exit_code"] == 0
 
 
-def test_trackers_add_no_chunk_call_and_no_device_read(tmp_path, cfg_of, monkeypatch):
+def test_trackers_add_no_chunk_call_and_no_device_read(tmp_path, monkeypatch):
     counts = {"chunk": 0, "device_get": 0}
     chunk, device_get = GroupProgram.chunk, jax.device_get
 
@@ -132,10 +132,10 @@ def test_trackers_add_no_chunk_call_and_no_device_read(tmp_path, cfg_of, monkeyp
     monkeypatch.setattr(GroupProgram, "chunk", counted_chunk)
     monkeypatch.setattr(jax, "device_get", counted_get)
     seen = []
-    for log in ({}, {"tensorboard": True, "wandb": {"project": "p", "mode": "offline"}}):
+    for log in ((), ("log.tensorboard=true", "log.wandb.project=p", "log.wandb.mode=offline")):
         counts.update(chunk=0, device_get=0)
-        runner.run(cfg_of(**ONE_GROUP, log=log, train__chunk_steps=20), tmp_path / str(len(seen)),
-                   quiet=True)
+        runner.run(config(SWEEP, *ONE_GROUP, *log, "train.chunk_steps=20"),
+                   tmp_path / str(len(seen)), quiet=True)
         seen.append(dict(counts))
     assert seen[0] == seen[1] and seen[0]["chunk"] > 1
 
@@ -156,8 +156,8 @@ def test_tensorboard_resume_replaces_the_steps_after_the_checkpoint(tmp_path):
     assert [(e.step, e.value) for e in _events(tmp_path / "r").Scalars("loss")] == [(0, 3.0)]
 
 
-def test_a_failed_group_ends_its_wandb_runs_with_an_error(tmp_path, cfg_of):
-    cfg = cfg_of(**ONE_GROUP, log={"wandb": {"project": "p", "mode": "offline"}})
+def test_a_failed_group_ends_its_wandb_runs_with_an_error(tmp_path):
+    cfg = config(SWEEP, *ONE_GROUP, "log.wandb.project=p", "log.wandb.mode=offline")
     wb = WandB(cfg.log.wandb, "t", tmp_path)
     wb.start("r", {"a": 1}, None)
     wb.log("r", [{"step": 0, "loss": 1.0, "note": None}])
@@ -166,13 +166,13 @@ def test_a_failed_group_ends_its_wandb_runs_with_an_error(tmp_path, cfg_of):
     assert run["exit_code"] == 1 and run["history"][0]["loss"] == 1.0
 
 
-def test_tracker_settings_are_checked_before_compute(cfg_of, monkeypatch):
+def test_tracker_settings_are_checked_before_compute(monkeypatch):
     with pytest.raises(ConfigError, match="log.wandb.mode"):
-        cfg_of(log={"wandb": {"project": "p", "mode": "cloud"}})
+        config(SWEEP, "log.wandb.project=p", "log.wandb.mode=cloud")
     with pytest.raises(ConfigError, match="log.wandb.project"):
-        cfg_of(log={"wandb": {"entity": "me"}})
+        config(SWEEP, "log.wandb.entity=me")
     real = __import__("importlib").util.find_spec
     monkeypatch.setattr("importlib.util.find_spec",
                         lambda name, *a: None if name == "tensorboardX" else real(name, *a))
     with pytest.raises(ConfigError, match=r"log.tensorboard.*pip install tensorboardX"):
-        cfg_of(log={"tensorboard": True})
+        config(SWEEP, "log.tensorboard=true")

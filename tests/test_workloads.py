@@ -1,6 +1,7 @@
-"""Workloads a researcher brings: outside tasks and flax modules by import path, the arrays and
-tokens tasks on files written here, prepare-text, the image tasks on format-exact files, and
-augmentation keyed so that runs differing only in learning rate see identical batches."""
+"""Workloads a researcher brings, end to end (a subject across scaling.tasks and the sweep):
+outside tasks and flax modules by import path, the arrays and tokens tasks on files written
+here, prepare-text, the image tasks on format-exact files, and augmentation keyed so that runs
+differing only in learning rate see identical batches."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from scaling.tasks import arrays, build_task, image_files, tokens
 from scaling.train.mesh import make_mesh, put_replicated
 from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec
+from tests.helpers import DIGITS, config, train
 from tests.test_image_files import write_fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,8 +53,8 @@ def sweep(config: Path, out: Path, *overrides: str) -> list[dict]:
     return [r["summary"] for r in store.load(out)]
 
 
-def config(task: dict, model: dict | None = None, **sections) -> dict:
-    """A small sweep: batch 16, two learning rates, 30 steps."""
+def workload(task: dict, model: dict | None = None, **sections) -> dict:
+    """The data of a small sweep on `task`: batch 16, two learning rates, 30 steps."""
     return {"name": "w", "task": task, "model": model or {"name": "mlp", "hidden": [16]},
             "optimizer": {"name": "momentum"}, "batch": {"sizes": [16]},
             "learning_rate": {"values": [0.05, 0.2]}, "budget": {"max_steps": 30},
@@ -90,8 +92,8 @@ def test_the_worked_example_runs_through_scaling_sweep(tmp_path, examples_on_pat
 
 
 def test_an_outside_module_replaces_the_network_of_a_built_in_task(examples_on_path):
-    cfg = config_mod.from_dict(config({"name": "digits"}, {"name": "spirals:ResMLP", "width": 8,
-                                                          "depth": 1}))
+    cfg = config_mod.from_dict(workload({"name": "digits"}, {"name": "spirals:ResMLP", "width": 8,
+                                                            "depth": 1}))
     task = build_task(cfg)
     params = task.init(jax.random.key(0))
     assert type(task.net).__name__ == "ResMLP" and task.net.num_outputs == 10
@@ -107,15 +109,15 @@ def test_an_outside_module_replaces_the_network_of_a_built_in_task(examples_on_p
     ("spirals:Spirals:x", "expected an import path package.module:Name"),
 ])
 def test_a_task_import_path_that_does_not_resolve_is_named(name, fragment, examples_on_path):
-    fails(config({"name": name}), "task.name", fragment)
+    fails(workload({"name": name}), "task.name", fragment)
 
 
 def test_outside_task_options_are_typed_like_built_in_ones(examples_on_path):
-    fails(config({"name": "spirals:Spirals", "nois": 0.1}, {"name": "default"}),
+    fails(workload({"name": "spirals:Spirals", "nois": 0.1}, {"name": "default"}),
           "task.nois: unknown key", "num_train, num_eval, noise, seed")
-    fails(config({"name": "spirals:Spirals", "noise": "high"}, {"name": "default"}),
+    fails(workload({"name": "spirals:Spirals", "noise": "high"}, {"name": "default"}),
           "task.noise: got 'high', expected a number")
-    fails(config({"name": "spirals:Spirals", "noise": -1.0}, {"name": "default"}), "task.noise")
+    fails(workload({"name": "spirals:Spirals", "noise": -1.0}, {"name": "default"}), "task.noise")
 
 
 @pytest.mark.parametrize("model, fragment", [
@@ -126,11 +128,11 @@ def test_outside_task_options_are_typed_like_built_in_ones(examples_on_path):
     ({"name": "mlp", "kwargs": {"a": 1}}, "model.kwargs: unknown key"),
 ])
 def test_an_outside_module_is_checked_before_compute(model, fragment, examples_on_path):
-    fails(config({"name": "digits"}, model), fragment)
+    fails(workload({"name": "digits"}, model), fragment)
 
 
 def test_tasks_without_outside_models_say_so():
-    fails(config({"name": "nqm"}, {"name": "pkg:Net"}), "model.name", "default for task nqm")
+    fails(workload({"name": "nqm"}, {"name": "pkg:Net"}), "model.name", "default for task nqm")
 
 
 # ---------------------------------------------------------------- the arrays task
@@ -157,14 +159,13 @@ def digits_files(folder: Path, kind: str = "npz") -> tuple[Path, Path]:
     return tuple(paths)
 
 
-def test_arrays_trains_exactly_as_the_built_in_task_on_the_same_files(tmp_path, digits_cfg,
-                                                                       train, comparable):
+def test_arrays_trains_exactly_as_the_built_in_task_on_the_same_files(tmp_path):
     """experiments/write_digits_arrays.py writes digits' own split: same examples, same order,
     so the arrays path must give the built-in task's metrics (images flattened by the MLP)."""
     train_path, eval_path = write_digits(tmp_path)
     runs = [RunSpec(0.05, seed=0), RunSpec(0.2, seed=1)]
-    built_in = train(digits_cfg(), runs)[1]
-    own = train(digits_cfg(task=f"{{name: arrays, train: {train_path}, eval: {eval_path}}}"),
+    built_in = train(config(DIGITS), runs)[1]
+    own = train(config(DIGITS, f"task={{name: arrays, train: {train_path}, eval: {eval_path}}}"),
                 runs)[1]
     assert len(own[0]) > 3
     for a, b in zip(built_in, own):
@@ -189,9 +190,9 @@ def test_npz_files_and_npy_folders_load_the_same_arrays(tmp_path):
 
 def test_arrays_runs_a_sweep_with_a_cnn_and_augmentation(tmp_path):
     train, evals = digits_files(tmp_path)
-    data = config({"name": "arrays", "train": str(train), "eval": str(evals), "crop_padding": 1,
-                   "flip": True}, {"name": "cnn", "channels": [4], "dense": [16]},
-                  targets=["eval_accuracy>=0.3"])
+    data = workload({"name": "arrays", "train": str(train), "eval": str(evals), "crop_padding": 1,
+                     "flip": True}, {"name": "cnn", "channels": [4], "dense": [16]},
+                    targets=["eval_accuracy>=0.3"])
     done = sweep(write_config(tmp_path, data), tmp_path / "out")
     assert len(done) == 2
     record = json.loads(next((tmp_path / "out" / "runs").glob("*/config.json")).read_text())["data"]
@@ -206,8 +207,8 @@ def test_float_targets_make_a_regression_task_with_its_own_metrics(tmp_path):
     w = rng.normal(size=(5, 2)).astype(np.float32)
     for part in ("train", "eval"):
         np.savez(tmp_path / f"{part}.npz", x=x, y=x @ w)
-    data = config({"name": "arrays", "train": str(tmp_path / "train.npz"),
-                   "eval": str(tmp_path / "eval.npz")}, {"name": "mlp", "hidden": []})
+    data = workload({"name": "arrays", "train": str(tmp_path / "train.npz"),
+                     "eval": str(tmp_path / "eval.npz")}, {"name": "mlp", "hidden": []})
     task = build_task(config_mod.from_dict(data))
     assert task.metrics == ("train_loss", "eval_loss") and task.num_outputs == 2
     params = {"Dense_0": {"kernel": jnp.asarray(w), "bias": jnp.zeros(2)}}  # the exact solution
@@ -250,7 +251,7 @@ def bad_arrays(tmp_path: Path, case: str) -> tuple[dict, str]:
 @pytest.mark.parametrize("case", ["missing", "no_y", "count", "shape", "nan", "label", "negative"])
 def test_bad_array_files_are_refused_before_compute(tmp_path, case):
     options, fragment = bad_arrays(tmp_path, case)
-    data = config({"name": "arrays", **options})
+    data = workload({"name": "arrays", **options})
     with pytest.raises(ConfigError) as err:
         build_task(config_mod.from_dict(data))  # header problems fail already in from_dict
     assert fragment in str(err.value)
@@ -286,10 +287,10 @@ def test_prepare_text_refuses_too_little_text(tmp_path, capsys):
 
 
 def tokens_cfg(out: Path, **task) -> dict:
-    return config({"name": "tokens", "train": str(out / "train.bin"),
-                   "eval": str(out / "eval.bin"), "context": 8, **task},
-                  {"name": "transformer", "d_model": 16, "num_layers": 1, "num_heads": 2},
-                  optimizer={"name": "adam"}, learning_rate={"values": [0.003]})
+    return workload({"name": "tokens", "train": str(out / "train.bin"),
+                     "eval": str(out / "eval.bin"), "context": 8, **task},
+                    {"name": "transformer", "d_model": 16, "num_layers": 1, "num_heads": 2},
+                    optimizer={"name": "adam"}, learning_rate={"values": [0.003]})
 
 
 def test_token_windows_are_contiguous_slices_of_the_stream(tmp_path):
@@ -348,8 +349,8 @@ def test_image_tasks_read_format_exact_files(name, tmp_path):
     parts = write_fixtures(name, tmp_path / image_files.DATASETS[name].subfolder)
     model = {"name": "cnn", "channels": [4], "dense": [8]} if "mnist" in name else \
         {"name": "resnet", "depth": 8}
-    cfg = config_mod.from_dict(config({"name": name, "data_dir": str(tmp_path),
-                                       "download": False}, model))
+    cfg = config_mod.from_dict(workload({"name": name, "data_dir": str(tmp_path),
+                                         "download": False}, model))
     task = build_task(cfg)
     x, y = parts["train"]
     np.testing.assert_array_equal(task.train_arrays()["x"], x.astype(np.float32) / 255)
@@ -360,8 +361,8 @@ def test_image_tasks_read_format_exact_files(name, tmp_path):
 
 
 def test_a_missing_data_set_says_which_files_go_where(tmp_path):
-    cfg = config_mod.from_dict(config({"name": "cifar10", "data_dir": str(tmp_path),
-                                       "download": False}, {"name": "resnet", "depth": 8}))
+    cfg = config_mod.from_dict(workload({"name": "cifar10", "data_dir": str(tmp_path),
+                                         "download": False}, {"name": "resnet", "depth": 8}))
     with pytest.raises(FileNotFoundError) as err:
         build_task(cfg)
     assert str(tmp_path / "cifar10") in str(err.value) and "data_batch_1.bin" in str(err.value)
@@ -371,15 +372,15 @@ def test_augmentation_options_need_images(tmp_path):
     x = np.zeros((10, 3), np.float32)
     np.savez(tmp_path / "a.npz", x=x, y=np.arange(10) % 2)
     path = str(tmp_path / "a.npz")
-    fails(config({"name": "arrays", "train": path, "eval": path, "flip": True}), "task.flip",
+    fails(workload({"name": "arrays", "train": path, "eval": path, "flip": True}), "task.flip",
           "augmentation needs (H, W, C) images, the inputs are (3,)")
-    fails(config({"name": "arrays", "train": path, "eval": path, "crop_padding": -1}),
+    fails(workload({"name": "arrays", "train": path, "eval": path, "crop_padding": -1}),
           "task.crop_padding: got -1, expected an integer >= 0")
 
 
 def test_runs_that_differ_only_in_learning_rate_see_identical_augmented_batches(tmp_path):
     write_fixtures("mnist", tmp_path / "mnist")
-    cfg = config_mod.from_dict(config(
+    cfg = config_mod.from_dict(workload(
         {"name": "mnist", "data_dir": str(tmp_path), "download": False, "crop_padding": 2,
          "flip": True}, {"name": "mlp", "hidden": [8]}, batch={"sizes": [4]}))
     task, mesh = build_task(cfg), make_mesh(1, 1, jax.devices()[:1])

@@ -1,4 +1,5 @@
-"""`scaling train` / `scaling sweep` end to end: the run files of docs/results-format.md, resume."""
+"""`scaling train` / `scaling sweep` (scaling.cli.train) end to end: the run files of
+docs/results-format.md, resume."""
 
 from __future__ import annotations
 

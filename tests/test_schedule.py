@@ -1,6 +1,8 @@
-"""Batch-size schedules: their arithmetic, the checks before compute, the NQM's closed form
-across phases, a schedule that never grows training exactly as its fixed batch size, the
-noise-scale rule read back from the rows, and the analysis against the fixed batch sizes."""
+"""Batch-size schedules (scaling.sweep.schedule), end to end with their phases
+(sweep/segments) and their analysis (analysis/schedules): the arithmetic, the checks before
+compute, the NQM's closed form across phases, a schedule that never grows training exactly as
+its fixed batch size, the noise-scale rule read back from the rows, and the analysis against
+the fixed batch sizes."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from scaling.config import arithmetic as plan
 from scaling.sweep import runner
 from scaling.sweep.segments import phase_plan, static_segments
 from scaling.sweep import prepare as prepare_mod
+from tests.helpers import assert_same, comparable, config
 
 NQM = {
     "name": "sc", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
@@ -34,9 +37,8 @@ def _rows(out, run_id):
 # ---------------------------------------------------------------- arithmetic
 
 
-def test_doubling_segments_count_steps_and_examples_exactly(config_from):
-    cfg = config_from(NQM, batch__schedules=[{"kind": "doubling", "start": 8, "at": [0.25, 0.5],
-                                               "max": 64}])
+def test_doubling_segments_count_steps_and_examples_exactly():
+    cfg = config(NQM, "batch.schedules=[{kind: doubling, start: 8, at: [0.25, 0.5], max: 64}]")
     sched = cfg.batch.schedules[0]
     assert sched.batch_sizes == [8, 16, 32] and sched.label == "doubling8"
     assert phase_plan(sched, 6400) == [(0, 8), (1600, 16), (3200, 32)]
@@ -48,8 +50,8 @@ def test_doubling_segments_count_steps_and_examples_exactly(config_from):
         [(8, 0, 200, 0, 0), (16, 100, 200, 200, 1600), (32, 100, 200, 300, 3200)]
     assert segs[-1].step(200) == 400 and segs[-1].examples(200) == 6400
     # A boundary between whole steps: 1,000 examples at batch 24 is 41.7 steps -> 42.
-    odd = config_from(NQM, batch__sizes=[8, 24], batch__schedules=[
-        {"kind": "steps", "steps": [[0, 24], [1000, 48]]}])
+    odd = config(NQM, "batch.sizes=[8, 24]",
+                 "batch.schedules=[{kind: steps, steps: [[0, 24], [1000, 48]]}]")
     arith = {b: plan.for_config(odd, b) for b in (24, 48)}
     a, b = static_segments(odd.batch.schedules[0], 6400, arith)
     assert (a.end, b.examples_before, b.first, b.steps_before) == (42, 1008, 21, 42)
@@ -65,45 +67,45 @@ def test_steps_in_tokens_are_cut_to_whole_sequences():
 
 
 @pytest.mark.parametrize("entry, key", [
-    ({"kind": "halving", "start": 8, "max": 16}, "kind"),
-    ({"kind": "doubling", "start": 8, "at": [0.5, 0.2], "max": 64}, "at"),
-    ({"kind": "doubling", "start": 8, "at": [0.5], "max": 4}, "max"),
-    ({"kind": "steps", "steps": [[100, 8], [200, 16]]}, "steps"),
-    ({"kind": "steps", "steps": [[0, 16], [200, 8]]}, "steps"),
-    ({"kind": "noise_scale", "start": 8, "max": 64, "multiple": 0}, "multiple"),
-    ({"kind": "doubling", "start": 8, "at": [0.5], "max": 64, "lr_rule": "cubic"}, "lr_rule"),
-    ({"kind": "doubling", "start": 12, "at": [0.5], "max": 64, "sizes": [1]}, "sizes"),
-    ({"kind": "steps", "steps": [[0, 8], [800, 16]], "unit": "tokens"}, "unit"),  # nqm: none
-    ({"kind": "doubling", "start": 8, "at": [0.5], "max": 64, "unit": "tokens"}, "unit"),
+    ("{kind: halving, start: 8, max: 16}", "kind"),
+    ("{kind: doubling, start: 8, at: [0.5, 0.2], max: 64}", "at"),
+    ("{kind: doubling, start: 8, at: [0.5], max: 4}", "max"),
+    ("{kind: steps, steps: [[100, 8], [200, 16]]}", "steps"),
+    ("{kind: steps, steps: [[0, 16], [200, 8]]}", "steps"),
+    ("{kind: noise_scale, start: 8, max: 64, multiple: 0}", "multiple"),
+    ("{kind: doubling, start: 8, at: [0.5], max: 64, lr_rule: cubic}", "lr_rule"),
+    ("{kind: doubling, start: 12, at: [0.5], max: 64, sizes: [1]}", "sizes"),
+    ("{kind: steps, steps: [[0, 8], [800, 16]], unit: tokens}", "unit"),  # nqm: none
+    ("{kind: doubling, start: 8, at: [0.5], max: 64, unit: tokens}", "unit"),
 ])
-def test_bad_schedules_fail_before_compute(entry, key, config_from):
+def test_bad_schedules_fail_before_compute(entry, key):
     with pytest.raises(ConfigError, match=rf"batch\.schedules\[0\]\.{key}"):
-        config_from(NQM, batch__schedules=[entry])
+        config(NQM, f"batch.schedules=[{entry}]")
 
 
-def test_schedules_need_what_they_read(config_from):
-    noise = [{"kind": "noise_scale", "start": 8, "max": 64}]
+def test_schedules_need_what_they_read():
+    noise = "{kind: noise_scale, start: 8, max: 64}"
     with pytest.raises(ConfigError, match=r"gns\.enabled"):
-        config_from(NQM, batch__schedules=noise, gns={"enabled": False})
+        config(NQM, f"batch.schedules=[{noise}]", "gns.enabled=false")
     with pytest.raises(ConfigError, match=r"learning_rate\.mode"):
-        config_from(NQM, batch__schedules=noise, learning_rate={
-            "mode": "centered", "rule": "linear", "lr_ref": 0.1, "num": 3, "span": 2})
+        config(NQM, f"batch.schedules=[{noise}]",
+               "learning_rate={mode: centered, rule: linear, lr_ref: 0.1, num: 3, span: 2}")
     with pytest.raises(ConfigError, match=r"batch\.schedules"):
-        config_from(NQM, batch__schedules=noise + noise)  # two called noisescale8
+        config(NQM, f"batch.schedules=[{noise}, {noise}]")  # two called noisescale8
     with pytest.raises(ConfigError, match=r"batch\.schedules\[0\]"):  # 12 does not split over 8
-        prepare_mod.prepare(config_from(NQM, batch__schedules=[
-            {"kind": "doubling", "start": 12, "at": [0.5], "max": 24}]), "/tmp/unused")
+        prepare_mod.prepare(config(NQM, "batch.schedules=[{kind: doubling, start: 12, at: [0.5], "
+                                         "max: 24}]"), "/tmp/unused")
 
 
 # ---------------------------------------------------------------- the engine
 
 
-def test_a_doubling_schedule_follows_the_closed_form_through_its_phases(tmp_path, config_from):
+def test_a_doubling_schedule_follows_the_closed_form_through_its_phases(tmp_path):
     """64 seeds of the NQM through batch 8 -> 16 -> 32 with the learning rate doubling each time
     (linear rule): the mean loss at every evaluation point against the exact expectation of SGD
     through the same phases. A phase with the wrong batch, rate, length or start fails."""
-    cfg = config_from(NQM, seeds=list(range(64)), batch__sizes=[8], batch__schedules=[
-        {"kind": "doubling", "start": 8, "at": [0.25, 0.5], "max": 32}])
+    cfg = config(NQM, f"seeds={list(range(64))}", "batch.sizes=[8]",
+                 "batch.schedules=[{kind: doubling, start: 8, at: [0.25, 0.5], max: 32}]")
     runner.run(cfg, tmp_path, quiet=True)
     runs = [r for r in store.load(tmp_path) if r["config"].get("batch_schedule")]
     assert len(runs) == 64
@@ -121,11 +123,11 @@ def test_a_doubling_schedule_follows_the_closed_form_through_its_phases(tmp_path
 
 
 @pytest.mark.parametrize("entry", [
-    {"kind": "noise_scale", "start": 8, "max": 64, "multiple": 1e9},  # B_simple never gets there
-    {"kind": "steps", "steps": [[0, 8]]},
+    "{kind: noise_scale, start: 8, max: 64, multiple: 1e9}",  # B_simple never gets there
+    "{kind: steps, steps: [[0, 8]]}",
 ])
-def test_a_schedule_that_never_grows_trains_exactly_as_its_batch_size(entry, tmp_path, config_from):
-    cfg = config_from(NQM, batch__sizes=[8], batch__schedules=[entry])
+def test_a_schedule_that_never_grows_trains_exactly_as_its_batch_size(entry, tmp_path):
+    cfg = config(NQM, "batch.sizes=[8]", f"batch.schedules=[{entry}]")
     runner.run(cfg, tmp_path, quiet=True)
     label = cfg.batch.schedules[0].label
     for seed in (0, 1):
@@ -135,12 +137,11 @@ def test_a_schedule_that_never_grows_trains_exactly_as_its_batch_size(entry, tmp
         assert drop(mine) == drop(fixed)
 
 
-def test_the_noise_scale_rule_doubles_where_the_rows_say(tmp_path, config_from):
+def test_the_noise_scale_rule_doubles_where_the_rows_say(tmp_path):
     """At each chunk boundary a run doubles its batch exactly when the last B_simple it recorded
     in that chunk exceeded multiple x its batch: read the rows back and replay the rule."""
-    cfg = config_from(NQM, seeds=[0, 1, 2, 3], batch__sizes=[8], budget__max_examples=12800,
-                      batch__schedules=[{"kind": "noise_scale", "start": 8, "max": 64,
-                                         "multiple": 2.0}])
+    cfg = config(NQM, "seeds=[0, 1, 2, 3]", "batch.sizes=[8]", "budget.max_examples=12800",
+                 "batch.schedules=[{kind: noise_scale, start: 8, max: 64, multiple: 2.0}]")
     runner.run(cfg, tmp_path, quiet=True)
     runs = [r for r in store.load(tmp_path) if r["config"].get("batch_schedule")]
     paths = [r["summary"]["batch_path"] for r in runs]
@@ -166,9 +167,9 @@ def test_the_noise_scale_rule_doubles_where_the_rows_say(tmp_path, config_from):
 # ---------------------------------------------------------------- the analysis
 
 
-def test_schedules_are_set_against_the_fixed_batch_sizes(tmp_path, config_from):
-    cfg = config_from(NQM, targets=["eval_loss<=0.1"], batch__schedules=[
-        {"kind": "doubling", "start": 8, "at": [0.1, 0.2], "max": 32, "name": "ramp"}])
+def test_schedules_are_set_against_the_fixed_batch_sizes(tmp_path):
+    cfg = config(NQM, "targets=['eval_loss<=0.1']",
+                 "batch.schedules=[{kind: doubling, start: 8, at: [0.1, 0.2], max: 32, name: ramp}]")
     runner.run(cfg, tmp_path, quiet=True)
     result = analyze(tmp_path, bootstrap=100)
     assert result["sweep"]["batch_sizes"] == [8, 16, 32]  # scheduled runs are not a batch size
@@ -194,15 +195,14 @@ def test_schedules_are_set_against_the_fixed_batch_sizes(tmp_path, config_from):
     json.dumps(result)  # JSON-ready
 
 
-def test_a_schedule_on_a_mesh_of_runs_equals_a_mesh_of_data_shards(tmp_path, config_from,
-                                                                   comparable, assert_same):
+def test_a_schedule_on_a_mesh_of_runs_equals_a_mesh_of_data_shards(tmp_path):
     """Two runs axes (cohorts padded to its multiples) x 4 data shards against 8 data shards:
     the same noise-scale groups, the same summaries to float tolerance."""
-    entry = [{"kind": "noise_scale", "start": 16, "max": 64, "multiple": 2.0}]
-    common = dict(seeds=[0, 1, 2], batch__sizes=[16], batch__schedules=entry, gns={"groups": 8})
-    a = runner.run(config_from(NQM, parallel={"runs": 1, "data": 8}, **common), tmp_path / "a",
+    common = ("seeds=[0, 1, 2]", "batch.sizes=[16]", "gns.groups=8",
+              "batch.schedules=[{kind: noise_scale, start: 16, max: 64, multiple: 2.0}]")
+    a = runner.run(config(NQM, "parallel.runs=1", "parallel.data=8", *common), tmp_path / "a",
                    quiet=True)
-    b = runner.run(config_from(NQM, parallel={"runs": 2, "data": 4}, **common), tmp_path / "b",
+    b = runner.run(config(NQM, "parallel.runs=2", "parallel.data=4", *common), tmp_path / "b",
                    quiet=True)
     assert_same(comparable(a), comparable(b))
     assert any(len(s["batch_path"]) > 1 for s in a if s.get("batch_path"))

@@ -1,4 +1,5 @@
-"""Figures, report.md and `scaling analyze`, checked on analysis dicts built from closed forms.
+"""The report layer (scaling.report: figures, markdown, tables) and `scaling analyze`: figures
+and report.md checked on analysis dicts built from closed forms.
 
 The synthetic analysis follows the analysis.json contract exactly: points lie on
 S(B) = S_min + E_min / B, so B_crit = E_min / S_min is known and the report must show it.

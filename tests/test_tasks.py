@@ -1,4 +1,5 @@
-"""Data, models, losses and validation of the digits, mnist1d and charlm tasks (small options)."""
+"""The built-in data tasks (scaling.tasks: digits, mnist1d, charlm and their models): data,
+models, losses and validation on small options, and the on-disk cache of generated data."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def same(a, b) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
-def test_shapes_dtypes_and_train_size(built, train):
+def test_shapes_dtypes_and_train_size(built):
     task = built[0]
     train, evals = task.train_arrays(), task.eval_arrays()
     for arrays in (train, evals):
@@ -108,7 +109,7 @@ def test_losses_evaluate_and_vmap_over_params(built):
     assert abs(float(out["eval_loss"][0]) - expected) < 0.35
 
 
-def test_sgd_lowers_digits_eval_loss(train):
+def test_sgd_lowers_digits_eval_loss():
     task = build("digits")
     train = {k: jnp.asarray(v) for k, v in task.train_arrays().items()}
     evals = {k: jnp.asarray(v) for k, v in task.eval_arrays().items()}
@@ -148,7 +149,7 @@ def test_mnist1d_split_arithmetic_matches_make_dataset(num_samples):
     assert len(task.train_arrays()["y"]) + len(task.eval_arrays()["y"]) == num_samples // 10 * 10
 
 
-def test_charlm_targets_are_inputs_shifted_by_one(train):
+def test_charlm_targets_are_inputs_shifted_by_one():
     train = build("charlm").train_arrays()
     np.testing.assert_array_equal(train["y"][:, :-1], train["x"][:, 1:])
     assert int(train["x"].max()) < charlm.VOCAB_SIZE

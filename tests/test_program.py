@@ -1,0 +1,86 @@
+"""The compiled group (scaling.train.program): a vmapped group trains each run as it would
+alone, on one device or a mesh, with common random numbers across learning rates, and each
+epoch visits every example once."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from scaling.tasks import build_task
+from scaling.train.mesh import make_mesh
+from scaling.train.program import GroupProgram
+from scaling.train.spec import RunSpec, group_spec
+from tests.helpers import DIGITS, NQM, config, curves, train
+
+
+def test_vmapped_group_equals_runs_one_at_a_time():
+    cfg = config(DIGITS)
+    runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2, momentum=0.5)]
+    _, together = train(cfg, runs)
+    for i, run in enumerate(runs):
+        _, alone = train(cfg, [run])
+        for key in ("eval_loss", "train_loss", "b_simple"):
+            np.testing.assert_allclose(curves(alone, key)[0], curves(together, key)[i], rtol=2e-5)
+
+
+@pytest.mark.devices(8)
+def test_one_device_and_eight_devices_agree():
+    # The same 8 groups on every mesh (the automatic count follows the data shards).
+    cfg = config(DIGITS, "batch.sizes=[64]", "gns.groups=8")
+    runs = [RunSpec(0.05, 0), RunSpec(0.2, 1), RunSpec(0.1, 2), RunSpec(0.1, 3)]
+    devices = jax.devices()
+    assert len(devices) == 8
+    _, one = train(cfg, runs, make_mesh(1, 1, devices))
+    _, data8 = train(cfg, runs, make_mesh(1, 8, devices))
+    _, mixed = train(cfg, runs, make_mesh(2, 4, devices), runs_axis=2)
+    for other in (data8, mixed):
+        for key in ("eval_loss", "eval_accuracy", "train_loss", "gns_g2"):
+            np.testing.assert_allclose(curves(other, key), curves(one, key), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.devices(8)
+def test_drawn_group_means_shard_over_devices_like_whole_batches():
+    """The NQM's group means (one weighted row per group) on 1 device, 8 data shards, and 2 x 4;
+    with 2 groups on 8 shards the rows cannot be split, so they are replicated."""
+    for groups in (8, 2):
+        cfg = config(NQM, "task.draw=means", "batch.sizes=[64]", f"gns.groups={groups}")
+        runs = [RunSpec(0.3, 0), RunSpec(0.1, 1)]
+        devices = jax.devices()
+        _, one = train(cfg, runs, make_mesh(1, 1, devices))
+        _, data8 = train(cfg, runs, make_mesh(1, 8, devices))
+        _, mixed = train(cfg, runs, make_mesh(2, 4, devices), runs_axis=2)
+        for other in (data8, mixed):
+            for key in ("eval_loss", "train_loss", "gns_g2"):
+                np.testing.assert_allclose(curves(other, key), curves(one, key), rtol=1e-4,
+                                           atol=1e-6)
+
+
+def test_common_random_numbers_across_learning_rates():
+    """Runs that differ only in learning rate start from the same weights and see the same data."""
+    cfg = config(DIGITS)
+    _, records = train(cfg, [RunSpec(0.05, 7), RunSpec(0.2, 7)])
+    assert records[0][0]["eval_loss"] == records[1][0]["eval_loss"]
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_each_epoch_visits_every_example_once(drop_last):
+    cfg = config(DIGITS, "batch.sizes=[100]", f"batch.drop_last={str(drop_last).lower()}")
+    spec, arith = group_spec(cfg, 100, 1)
+    n = arith.num_examples
+    program = GroupProgram(build_task(cfg), spec, make_mesh(1, 1, jax.devices()))
+    key = jax.random.key(3)
+    data = {"index": jnp.arange(n)}
+    for epoch in range(2):
+        rs = SimpleNamespace(perm=program.new_perm(key, epoch), data_key=key)
+        seen = []
+        for step in range(epoch * spec.data.steps_per_epoch, (epoch + 1) * spec.data.steps_per_epoch):
+            batch, weights = program._batch(rs, data, step, 0)
+            seen += [int(i) for i, w in zip(batch["index"], weights) if w > 0]
+        expected = n - n % 100 if drop_last else n
+        assert len(seen) == expected and len(set(seen)) == expected
+    assert arith.last_batch_size == (100 if drop_last else n % 100)
