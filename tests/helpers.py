@@ -29,26 +29,29 @@ from scaling.train.sinks import Sink
 from scaling.train.spec import RunSpec, group_spec
 from scaling.train.start import fresh
 
-# A 20-dimensional NQM, SGD at 0.3, batch 8, 100 steps, every step evaluated.
+# A 20-dimensional NQM, SGD at 0.3, batch 8, 100 steps, every step evaluated. Like every base
+# here it trains the runs it lists (no learning-rate search, no dominated runs stopped) when a
+# test sweeps it: the search has its own tests.
 NQM = {
     "task": {"name": "nqm", "dim": 20}, "optimizer": {"name": "sgd"},
-    "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3]},
+    "batch": {"sizes": [8]}, "learning_rate": {"values": [0.3], "search": False},
     "budget": {"max_steps": 100}, "eval": {"every": 1, "points_per_decade": 0},
-    "train": {"chunk_steps": 25}}
+    "train": {"chunk_steps": 25, "stop_dominated": False}}
 
 # sklearn's digits, a one-layer MLP, momentum, batch 64, 60 steps.
 DIGITS = {
     "task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [32]},
     "optimizer": {"name": "momentum"}, "batch": {"sizes": [64]},
-    "learning_rate": {"values": [0.05, 0.2]}, "budget": {"max_steps": 60},
-    "eval": {"every": 10, "points_per_decade": 0}, "train": {"chunk_steps": 16}}
+    "learning_rate": {"values": [0.05, 0.2], "search": False}, "budget": {"max_steps": 60},
+    "eval": {"every": 10, "points_per_decade": 0},
+    "train": {"chunk_steps": 16, "stop_dominated": False}}
 
 # A sweep of 8 runs on a 10-dimensional NQM: 2 batch sizes x 2 learning rates x 2 seeds.
 SWEEP = {
     "name": "t", "task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
-    "batch": {"sizes": [8, 16]}, "learning_rate": {"values": [0.1, 0.5]},
+    "batch": {"sizes": [8, 16]}, "learning_rate": {"values": [0.1, 0.5], "search": False},
     "budget": {"max_examples": 800}, "targets": ["eval_loss<=0.3"], "seeds": [0, 1],
-    "train": {"max_group_size": 2},
+    "train": {"max_group_size": 2, "stop_dominated": False},
 }
 
 
@@ -59,7 +62,7 @@ def config(base: dict, *overrides: str) -> Config:
 
 def axes_config(*optimizer: str) -> Config:
     """SWEEP with momentum and these optimizer settings (optimizer axes), one seed, one group."""
-    return config(SWEEP, "optimizer.name=momentum", *optimizer, "seeds=[0]", "train={}")
+    return config(SWEEP, "optimizer.name=momentum", *optimizer, "seeds=[0]", "train={stop_dominated: false}")
 
 
 def write_config(folder: Path, *overrides: str) -> str:

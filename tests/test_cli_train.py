@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from scaling.cli.main import main
+from scaling import store
 from scaling.store import load
 
 SUMMARY_KEYS = {"run_id", "status", "task", "batch_size", "learning_rate", "seed", "optimizer",
@@ -29,10 +30,11 @@ name: t
 task: {name: nqm, dim: 10}
 optimizer: {name: sgd}
 batch: {sizes: [8, 16]}
-learning_rate: {values: [0.1, 0.5]}
+learning_rate: {values: [0.1, 0.5], search: false}
 budget: {max_examples: 800}
 targets: ["eval_loss<=0.3"]
 seeds: [0, 1]
+train: {stop_dominated: false}
 """
 
 
@@ -102,7 +104,8 @@ budget: {{max_steps: 30}}
 
 @pytest.mark.slow
 def test_smoke_config_runs_end_to_end(tmp_path, capsys):
-    """configs/smoke.yaml as README gives it: sweep, then analysis, figures and report."""
+    """configs/smoke.yaml as README gives it: sweep (the 3 x 3 grid, then the search's rounds),
+    then analysis, figures and report."""
     from pathlib import Path
 
     smoke = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
@@ -110,7 +113,9 @@ def test_smoke_config_runs_end_to_end(tmp_path, capsys):
     assert main(["sweep", str(smoke), "--out", str(out), "--quiet"]) == 0
     analysis = json.loads((out / "analysis.json").read_text())
     assert analysis["version"] == 2 and analysis["reached"]["rule"] == "smoothed"
-    assert analysis["sweep"]["num_runs"] == 9 and all(t["points"] for t in analysis["targets"])
+    searched = sum(len(r["learning_rates"]) for r in store.read_rounds(out))
+    assert searched > 0 and analysis["sweep"]["num_runs"] == 9 + searched
+    assert all(t["points"] for t in analysis["targets"])
     figures = sorted(p.name for p in (out / "figures").iterdir())
     assert len(figures) == 6 and all((out / "figures" / f).stat().st_size > 10_000 for f in figures)
     report = (out / "report.md").read_text()

@@ -263,7 +263,7 @@ needs_cluster = pytest.mark.skipif(
 # Long enough that a task is caught while it trains: batch 16 trains 3,000 steps (4 to 15 s on
 # 2 cores), appending rows every 50 steps.
 DIGITS = ("task={name: digits}", "model.name=mlp", "model.hidden=[64]", "optimizer.name=momentum",
-          "optimizer.momentum=0.9", "batch.sizes=[16, 64]", "learning_rate.values=[0.03, 0.1]",
+          "optimizer.momentum=0.9", "batch.sizes=[16, 64]", "learning_rate.values=[0.03, 0.1]", "learning_rate.search=false",
           "budget.max_examples=48000", "targets=['eval_accuracy>=0.9']", "eval.every=10",
           "eval.points_per_decade=20", "train.chunk_steps=50", "train.stop_at_targets=false",
           "train.max_group_size=null", "seeds=[0]")

@@ -77,7 +77,7 @@ def test_the_cli_writes_plain_lines_off_a_terminal(tmp_path, capsys):
     _sweep(tmp_path, "--progress", "lines")
     captured = capsys.readouterr()
     assert "\r" not in captured.err and "\r" not in captured.out
-    assert "batch 8: 2 runs: started, 100 steps" in captured.err
+    assert "batch 8: 2 runs: started, 100 steps (up to 150 to confirm a reading)" in captured.err
     assert "batch 8: 2 runs: done in" in captured.err and "groups: 1 done, 0 left" in captured.err
     assert "results in" in captured.out  # the end table
 
@@ -132,8 +132,8 @@ def test_progress_and_final_tables():
     assert lines[2].split() == ["16", "2", "0", "0", "2", "-", "-"]
     assert lines[3] == "groups: 3 done, 2 left; time left: about 2m05s"
     final = progress.format_final(rows, T, "/tmp/r").splitlines()
-    assert final[1].split() == ["8", "0.1", "32", "256", "1", "1", "1", "12,345", "1.2%"]
-    assert final[2].split() == ["16", "-", "-", "-", "0", "0", "2", "-", "-"]
+    assert final[1].split() == ["8", "0.1", "32", "256", "1", "0", "1", "1", "12,345", "1.2%"]
+    assert final[2].split() == ["16", "-", "-", "-", "0", "0", "0", "2", "-", "-"]
     assert final[-1] == "results in /tmp/r"
 
 
@@ -142,7 +142,7 @@ def test_percentages_print_as_people_write_them():
     cases = {1.0: "100%", 0.9996: "100%", 0.423: "42%", 0.0999: "10%", 0.0314: "3.1%",
              0.000123: "0.012%", 1.2e-7: "0.000012%", 0.0: "0%", 12.3: "1,200%", None: "-"}
     assert {v: percent(v) for v in cases} == cases and percent(float("nan")) == "-"
-    row = progress.BatchRow(256, 3, 3, 0, 0, 0, 0.1, 23.4, 5621.0, 2.9e6, 0.9999)
+    row = progress.BatchRow(256, 3, 3, 0, 0, 0, 0, 0.1, 23.4, 5621.0, 2.9e6, 0.9999)
     assert progress.format_final([row], T, "/tmp/r").splitlines()[1].split()[-2:] == \
         ["2,900,000", "100%"]
 
@@ -162,4 +162,6 @@ def test_cli_prints_the_end_table_even_when_quiet(tmp_path, capsys):
     lr = min(best, key=lambda k: best[k])
     assert out[0].split()[:3] == ["batch", "best", "lr"]
     assert out[1].split()[:3] == ["8", f"{lr:.4g}", number(best[lr], 4)]
-    assert out[-1] == f"results in {tmp_path / 'o'}"
+    assert out[-2] == f"results in {tmp_path / 'o'}"
+    trained = sum(r["summary"]["examples"] for r in store.load(tmp_path / "o"))
+    assert out[-1] == f"examples trained: {trained:,}"

@@ -24,7 +24,7 @@ from tests.helpers import assert_same, comparable, config
 
 NQM = {
     "name": "sc", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
-    "batch": {"sizes": [8, 16, 32]}, "learning_rate": {"values": [0.1]},
+    "batch": {"sizes": [8, 16, 32]}, "learning_rate": {"values": [0.1], "search": False},
     "budget": {"max_examples": 6400}, "seeds": [0, 1], "eval": {"every": 10, "points_per_decade": 0},
     "train": {"chunk_steps": 50, "checkpoint_minutes": 0},
 }

@@ -54,10 +54,10 @@ def sweep(config: Path, out: Path, *overrides: str) -> list[dict]:
 
 
 def workload(task: dict, model: dict | None = None, **sections) -> dict:
-    """The data of a small sweep on `task`: batch 16, two learning rates, 30 steps."""
+    """The data of a small sweep on `task`: batch 16, two learning rates (no search), 30 steps."""
     return {"name": "w", "task": task, "model": model or {"name": "mlp", "hidden": [16]},
             "optimizer": {"name": "momentum"}, "batch": {"sizes": [16]},
-            "learning_rate": {"values": [0.05, 0.2]}, "budget": {"max_steps": 30},
+            "learning_rate": {"values": [0.05, 0.2], "search": False}, "budget": {"max_steps": 30},
             "eval": {"every": 10, "points_per_decade": 0}, **sections}
 
 
@@ -81,7 +81,8 @@ def fails(data: dict, *fragments: str) -> None:
 def test_the_worked_example_runs_through_scaling_sweep(tmp_path, examples_on_path):
     """docs/tasks.md's example: a user task and a user flax module, from its own config."""
     done = sweep(EXAMPLES / "spirals.yaml", tmp_path, "batch.sizes=[32]", "seeds=[0]",
-                 "budget.max_examples=6400", "learning_rate.values=[0.003]")
+                 "budget.max_examples=6400", "learning_rate.values=[0.003]",
+                 "learning_rate.search=false")
     (summary,) = done
     assert summary["status"] == "completed"
     run_config = json.loads((tmp_path / "runs" / summary["run_id"] / "config.json").read_text())

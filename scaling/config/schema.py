@@ -398,7 +398,8 @@ class Config:
     @property
     def reading_extension(self) -> float:
         """The factor of its budget a run may go on to, to confirm a crossed target's reading:
-        budget.reading_extension where runs stop at their targets, else 1 (they train to the
-        end, and a reading cut off there is clipped)."""
-        stops = bool(self.targets) and self.train.stop_at_targets
+        budget.reading_extension where runs stop at their targets and the reading needs more
+        than the crossing, else 1 (runs train to the end, a reading cut off there is clipped;
+        or the first crossing is the reading)."""
+        stops = bool(self.targets) and self.train.stop_at_targets and self.reached.rule != "first"
         return self.budget.extension_factor if stops else 1.0

@@ -49,8 +49,10 @@ class GroupProgress(Sink):
 
     def __init__(self, mode: str, desc: str, total_steps: int, batch_size: int, runs: int,
                  first_step: int = 0, every_s: float = LINE_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic, unit: str = "step") -> None:
-        """`unit`: what is counted (a scheduled group counts examples, batch_size 1)."""
+                 clock: Callable[[], float] = time.monotonic, unit: str = "step",
+                 last_step: int | None = None) -> None:
+        """`unit`: what is counted (a scheduled group counts examples, batch_size 1);
+        `last_step`: past the budget's `total_steps`, where a reading extension may end."""
         self.mode, self.desc, self.total, self.batch_size = mode, desc, total_steps, batch_size
         self.unit = unit
         self.runs = self.left = runs
@@ -63,7 +65,9 @@ class GroupProgress(Sink):
                             dynamic_ncols=True, initial=first_step)
         elif mode == "lines":
             begin = f" from step {first_step:,}" if first_step else ""
-            log.info("%s: started%s, %s %ss", desc, begin, f"{total_steps:,}", unit)
+            past = (f" (up to {last_step:,} to confirm a reading)"
+                    if last_step and last_step > total_steps else "")
+            log.info("%s: started%s, %s %ss%s", desc, begin, f"{total_steps:,}", unit, past)
 
     def rows(self, records: Records, wall_s: float, running: int) -> None:
         key = "examples" if self.unit == "example" else "step"
@@ -92,7 +96,7 @@ class GroupProgress(Sink):
         """steps done, runs left, examples per second, time left (at the rate so far)."""
         elapsed = max(self.clock() - self.started, 1e-9)
         rate = (self.at - self.first) / elapsed
-        left_s = (self.total - self.at) / rate if rate > 0 else None
+        left_s = max(self.total - self.at, 0) / rate if rate > 0 else None
         return (f"{self.desc}: {self.unit} {self.at:,}/{self.total:,}, {self.left} of {self.runs} runs "
                 f"training, {number(rate * self.batch_size * self.left)} examples/s, about "
                 f"{duration(left_s)} left")

@@ -232,7 +232,8 @@ class Session:
         mode = "new" if start is None else "resume"
         start = start or start_mod.fresh(program, runs, ctx.data, ctx.eval_data, self.p.runs_axis)
         bar = progress.GroupProgress(self.shown_here(), f"batch {size}: {len(group)} runs",
-                                     program.spec.last_step, size, len(group), start.first_step)
+                                     program.spec.total_steps, size, len(group), start.first_step,
+                                     last_step=program.spec.last_step)
         sinks = self.sinks(group, arith, mode, arithmetic_count(arith, self._tokens()), bar)
         stopper = self._dominance(group)
         feed = None if not ctx.host_data else stream.HostStream(
