@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from scaling.config import AXES, Config, ConfigError, centered_lr, grid_axes, learning_rates
+from scaling.config.optimizer_rules import budget_examples, rule_values
 from scaling.train.spec import RunSpec
 
 SIDES = ("low", "high")
