@@ -305,8 +305,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
 
     `reach`, `lr_selection`, `view` and `metric` default to the sweep's (sweep.yaml). The
     learning-rate rules are judged at every target some batch size reached (each target's
-    `lr_rules`); the top-level `lr_rules` is the first such target's. View fixed_budget or
-    both adds `fixed_budget` (scaling.analysis.budget_folder).
+    `lr_rules`, and `hyper_rules` where b2 or weight_decay was searched); the top-level ones
+    are the first such target's. fixed_budget or both adds `fixed_budget` (budget_folder).
     """
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
@@ -340,8 +340,7 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                           "definition": reach.describe()},
               "lr_selection": how, "primary_target": targets[0] if targets else None,
               "runs": runs, "targets": results,
-              "lr_rules": next((e["lr_rules"] for e in results if e["lr_rules"]), None),
-              "hyper_rules": next((e["hyper_rules"] for e in results if e["hyper_rules"]), None),
+              **{k: next((e[k] for e in results if e[k]), None) for k in ("lr_rules", "hyper_rules")},
               "throughput": _throughput(records),
               "b_crit_power_law": definitions.power_laws(results),
               "schedules": schedules}

@@ -40,7 +40,8 @@ def _config_rows(args: argparse.Namespace
     shards = cfg.parallel.data or 1
     notes = [segments.describe(cfg, sched, shards) for sched in cfg.batch.schedules]
     rows = [for_config(cfg, size, shards) for size in cfg.batch.sizes]
-    return rows, sweep_warnings(cfg), notes + optimizer_rules.describe(cfg), optimizer_rules.plan_rows(cfg)
+    notes += optimizer_rules.describe(cfg)
+    return rows, sweep_warnings(cfg), notes, optimizer_rules.plan_rows(cfg)
 
 
 def run(args: argparse.Namespace) -> int:
