@@ -33,13 +33,15 @@ RULES = {"b2": ("half_life", "half_life_examples"), "weight_decay": ("timescale"
 
 def budgets(out: Path, records: list[dict]) -> dict[int, int]:
     """D per batch size: the examples a run's budget holds, as the sweep planned them
-    (arithmetic.json), else total steps x batch size from the runs' config.json."""
+    (arithmetic.json), else total steps x batch size from the runs' config.json (where it
+    says; an imported run may not)."""
     recorded = store.read_arithmetic(out) or []
     planned = {int(a["batch_size"]): int(a["examples"]) for a in recorded}
     for rec in records:
         cfg = rec["config"]
         size = int(cfg["batch_size"])
-        planned.setdefault(size, int(cfg["total_steps"]) * size)
+        if cfg.get("total_steps") is not None:
+            planned.setdefault(size, int(cfg["total_steps"]) * size)
     return planned
 
 
@@ -84,13 +86,14 @@ def _steps_at(scalar: str, values: list[float], steps: list[float], value: float
     return float(np.interp(here, x[pair], y[pair]))
 
 
-def _measure(scalar: str, value: float, size: int, lr: float, examples: int) -> float | None:
+def _measure(scalar: str, value: float, size: int, lr: float, examples: int | None
+             ) -> float | None:
     if scalar == "b2":
         return half_life_examples(value, size)
-    return timescale(size, lr, value, examples)
+    return None if examples is None else timescale(size, lr, value, examples)
 
 
-def _point(scalar: str, size: int, curves: list[LRCurve], examples: int) -> dict | None:
+def _point(scalar: str, size: int, curves: list[LRCurve], examples: int | None) -> dict | None:
     values, steps, lrs = _profile(curves, scalar)
     if not np.any(np.isfinite(steps)):
         return None
@@ -103,14 +106,14 @@ def _point(scalar: str, size: int, curves: list[LRCurve], examples: int) -> dict
             "measure": _measure(scalar, values[k], size, lrs[k], examples)}
 
 
-def _rule_value(scalar: str, ref: dict, point: dict, examples: int, ref_examples: int
-                ) -> float | None:
-    """The rule's value at the point's batch size, from the reference's best."""
+def _rule_value(scalar: str, ref: dict, point: dict, examples: int | None) -> float | None:
+    """The rule's value at the point's batch size, from the reference's best (whose measure,
+    for the weight decay, is its tau)."""
     if scalar == "b2":
         return ref["best"] ** (point["batch_size"] / ref["batch_size"]) if ref["best"] > 0 else None
-    tau = timescale(ref["batch_size"], ref["best_lr"], ref["best"], ref_examples)
-    return None if tau is None else timescale_weight_decay(tau, point["batch_size"],
-                                                           point["best_lr"], examples)
+    tau = ref["measure"]
+    return None if tau is None or examples is None else timescale_weight_decay(
+        tau, point["batch_size"], point["best_lr"], examples)
 
 
 def _exponent(points: list[dict]) -> float | None:
@@ -126,12 +129,12 @@ def scalar_rule(scalar: str, by_size: dict[int, list[LRCurve]], examples: dict[i
                 ) -> dict | None:
     """One searched scalar against its rule at one target; None where no batch size reached."""
     points = [p for size, curves in sorted(by_size.items())
-              if (p := _point(scalar, size, curves, examples[size])) is not None]
+              if (p := _point(scalar, size, curves, examples.get(size))) is not None]
     if not points:
         return None
     ref = points[0]
     for p in points:
-        value = _rule_value(scalar, ref, p, examples[p["batch_size"]], examples[ref["batch_size"]])
+        value = _rule_value(scalar, ref, p, examples.get(p["batch_size"]))
         cost = None if value is None else _steps_at(scalar, p["values"],
                                                     [math.nan if s is None else s
                                                      for s in p["steps"]], value)
