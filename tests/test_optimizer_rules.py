@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+import yaml
 
 from scaling import config as config_mod, store
 from scaling.cli.main import main
@@ -220,3 +221,18 @@ def test_a_branch_takes_the_rules_values(tmp_path, config_from):
         k = rec["config"]["factor"]
         assert rec["config"]["optimizer"]["b2"] == pytest.approx(0.99 ** k, rel=1e-12)
         assert rec["config"]["optimizer"]["weight_decay"] == pytest.approx(0.5, rel=1e-12)
+
+
+def test_a_folder_from_before_the_rules_takes_the_same_config_and_refuses_a_rule(tmp_path,
+                                                                                 config_from):
+    """A sweep.yaml written before the rules' keys existed trained without them: the same
+    config goes on in that folder; turning a rule on there is refused, naming it."""
+    plain = config_from(NQM, optimizer={"name": "adam", "b2": 0.99})
+    data = config_mod.to_dict(plain)
+    for key in ("b2_rule", "b2_ref_batch", "b2_range", "weight_decay_rule", "weight_decay_tau",
+                "weight_decay_ref_batch", "weight_decay_ref_lr"):
+        del data["optimizer"][key]
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(data))
+    prepare_mod.prepare(plain, tmp_path)
+    with pytest.raises(ConfigError, match="optimizer.b2_rule"):
+        prepare_mod.prepare(config_from(NQM), tmp_path)
