@@ -343,6 +343,7 @@ def conclusion(analysis: dict) -> list[str]:
     """Plain-language sentences built from the numbers (one bullet each)."""
     sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
     sentences += lr_conclusion(analysis) + budget_report.conclusion(analysis)
+    sentences += [analysis["hyper_rules"]["summary"]] if analysis.get("hyper_rules") else []
     return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
 
 
