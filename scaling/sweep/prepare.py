@@ -7,6 +7,7 @@ different config is refused here, with what differs and how to extend a sweep on
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,9 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, An
     new_precision = precision.here(new["train"]["precision"])
     if old_precision != new_precision:
         out.append(("train.precision", old_precision, new_precision))
-    old_opt, new_opt = dict(old.get("optimizer") or {}), dict(new["optimizer"])
+    # A key a folder's sweep.yaml lacks did not exist when it was written: it had its default.
+    old_opt = {**dataclasses.asdict(config_mod.OptimizerConfig()), **(old.get("optimizer") or {})}
+    new_opt = dict(new["optimizer"])
     for k in config_mod.AXES:
         if isinstance(old_opt.get(k), list) or isinstance(new_opt.get(k), list):
             old_opt.pop(k, None)
