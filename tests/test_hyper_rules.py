@@ -15,6 +15,7 @@ from scaling.analysis.hyper_rules import hyper_rules, scalar_rule
 from scaling.analysis.table import LRCurve
 from scaling.report.hyper_rules import hyper_rules_section
 from scaling.sweep import runner
+from tests.helpers import config
 
 
 def _curve(scalar: str, value: float, steps_by_lr: dict[float, float]) -> LRCurve:
@@ -97,7 +98,8 @@ def test_edges_unreached_values_and_no_search():
 NQM = {
     "name": "b2search", "task": {"name": "nqm", "dim": 10, "draw": "means"},
     "optimizer": {"name": "adam", "b2": [0.9, 0.999]}, "batch": {"sizes": [8, 32]},
-    "learning_rate": {"values": [0.03, 0.1]}, "budget": {"max_examples": 6400},
+    "learning_rate": {"values": [0.03, 0.1], "search": False},
+    "budget": {"max_examples": 6400},
     "targets": ["eval_loss<=0.5"], "seeds": [0, 1],
     "eval": {"every": 10, "points_per_decade": 0},
     "train": {"chunk_steps": 50, "checkpoint_minutes": 0},
@@ -105,8 +107,8 @@ NQM = {
 
 
 @pytest.mark.slow
-def test_a_sweep_over_b2_is_set_against_the_half_life_rule(tmp_path, config_from):
-    runner.run(config_from(NQM), tmp_path, quiet=True)
+def test_a_sweep_over_b2_is_set_against_the_half_life_rule(tmp_path):
+    runner.run(config(NQM), tmp_path, quiet=True)
     analysis = analyze(tmp_path, bootstrap=0)
     contract.check(analysis)
     rules = analysis["hyper_rules"]

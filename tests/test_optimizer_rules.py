@@ -20,12 +20,13 @@ from scaling.sweep import prepare as prepare_mod
 from scaling.sweep.grid import expand
 from scaling.sweep.session import Session
 from scaling.train import start as start_mod
+from tests.helpers import config
 
 NQM = {
     "name": "rules", "task": {"name": "nqm", "dim": 10, "draw": "means"},
     "optimizer": {"name": "adam", "b2": 0.99, "b2_rule": "half_life", "b2_ref_batch": 32,
                   "b2_range": [0.95, 0.9999]},
-    "batch": {"sizes": [64, 128, 256]}, "learning_rate": {"values": [0.01]},
+    "batch": {"sizes": [64, 128, 256]}, "learning_rate": {"values": [0.01], "search": False},
     "budget": {"max_examples": 25600}, "seeds": [0],
     "eval": {"every": 10, "points_per_decade": 0},
     "train": {"chunk_steps": 50, "checkpoint_minutes": 0},
@@ -33,7 +34,7 @@ NQM = {
 # adamw, the weight decay from tau = 1/2: lambda = B / (lr x 0.5 x 25,600) = B / (12,800 lr).
 TAU = {**NQM, "optimizer": {"name": "adamw", "weight_decay_rule": "timescale",
                             "weight_decay_tau": 0.5},
-       "learning_rate": {"values": [0.01, 0.1]}}
+       "learning_rate": {"values": [0.01, 0.1], "search": False}}
 WD_BY_HAND = {(64, 0.01): 0.5, (64, 0.1): 0.05, (128, 0.01): 1.0, (128, 0.1): 0.1,
               (256, 0.01): 2.0, (256, 0.1): 0.2}
 
@@ -45,7 +46,7 @@ def _plan_json(tmp_path, capsys, data: dict) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
-def test_half_life_b2_by_hand_agrees_with_plan_and_the_grid(tmp_path, capsys, config_from):
+def test_half_life_b2_by_hand_agrees_with_plan_and_the_grid(tmp_path, capsys):
     # 0.99 at batch 32: 0.99^2 = 0.9801 at 64, 0.99^4 = 0.96059601 at 128, 0.99^8 = 0.92274...
     # at 256, below the range [0.95, 0.9999]: clipped to 0.95.
     by_hand = {64: 0.9801, 128: 0.96059601, 256: 0.95}
@@ -58,7 +59,7 @@ def test_half_life_b2_by_hand_agrees_with_plan_and_the_grid(tmp_path, capsys, co
     assert planned[64]["b2_half_life"] == pytest.approx(kept)
     assert planned[128]["b2_half_life"] == pytest.approx(kept)
     assert planned[256]["b2_half_life"] == pytest.approx(256 * math.log(0.5) / math.log(0.95))
-    runs = expand(config_from(NQM))
+    runs = expand(config(NQM))
     assert {r.batch_size: r.spec.b2 for r in runs} == pytest.approx(by_hand, rel=1e-12)
     assert [r.run_id for r in runs][0] == "bs64-lr0.01-seed0"  # one b2 per batch: no id suffix
     assert main(["plan", str(tmp_path / "c.yaml")]) == 0
@@ -73,14 +74,13 @@ def test_half_life_b2_by_hand_agrees_with_plan_and_the_grid(tmp_path, capsys, co
     # tau = 64 / (0.01 x 0.5 x 25,600) = 0.5.
     {"weight_decay_ref_batch": 64, "weight_decay_ref_lr": 0.01, "weight_decay": 0.5},
 ])
-def test_timescale_weight_decay_by_hand_agrees_with_plan_and_the_grid(optimizer, tmp_path, capsys,
-                                                                      config_from):
+def test_timescale_weight_decay_by_hand_agrees_with_plan_and_the_grid(optimizer, tmp_path, capsys):
     data = {**TAU, "optimizer": {"name": "adamw", "weight_decay_rule": "timescale", **optimizer}}
     rows = _plan_json(tmp_path, capsys, data)
     planned = {(r["batch_size"], w["learning_rate"]): w["weight_decay"]
                for r in rows for w in r["optimizer_rules"]["weight_decay"]}
     assert planned == pytest.approx(WD_BY_HAND, rel=1e-12)
-    runs = expand(config_from(data))
+    runs = expand(config(data))
     assert {(r.batch_size, r.spec.learning_rate): r.spec.weight_decay for r in runs} == \
         pytest.approx(WD_BY_HAND, rel=1e-12)
     assert main(["plan", str(tmp_path / "c.yaml")]) == 0
@@ -88,12 +88,12 @@ def test_timescale_weight_decay_by_hand_agrees_with_plan_and_the_grid(optimizer,
 
 
 @pytest.mark.slow
-def test_dry_run_and_config_json_show_each_runs_ruled_scalars(tmp_path, capsys, config_from):
-    cfg = config_from(TAU)
+def test_dry_run_and_config_json_show_each_runs_ruled_scalars(tmp_path, capsys):
+    cfg = config(TAU)
     p = prepare_mod.prepare(cfg, tmp_path)
     text = runner.describe(p)
     assert "bs128-lr0.1-seed0, weight_decay 0.1" in text and "tau = 0.5 (given)" in text
-    runner.run(config_from(TAU, batch__sizes=[64], learning_rate__values=[0.1]), tmp_path / "r",
+    runner.run(config(TAU, "batch.sizes=[64]", "learning_rate.values=[0.1]"), tmp_path / "r",
                quiet=True)
     (rec,) = store.load(tmp_path / "r")
     assert rec["config"]["optimizer"]["weight_decay"] == pytest.approx(0.05, rel=1e-12)
@@ -129,13 +129,13 @@ def test_dry_run_and_config_json_show_each_runs_ruled_scalars(tmp_path, capsys, 
     ({"weight_decay_tau": 0.5}, "optimizer.weight_decay_tau"),  # without the rule
     ({"name": "adamw", "weight_decay_rule": "l2"}, "optimizer.weight_decay_rule"),
 ])
-def test_bad_rule_settings_fail_before_compute(changes, key, config_from):
+def test_bad_rule_settings_fail_before_compute(changes, key):
     optimizer = {**NQM["optimizer"], **changes}
     if key is None:
-        config_from(NQM, optimizer=optimizer)
+        config(NQM, f"optimizer={json.dumps(optimizer)}")
         return
     with pytest.raises(ConfigError, match=rf"^{key.replace('.', '[.]')}: got "):
-        config_from(NQM, optimizer=optimizer)
+        config(NQM, f"optimizer={json.dumps(optimizer)}")
 
 
 def test_a_bad_rule_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):
@@ -151,11 +151,11 @@ def test_a_bad_rule_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys
 # ---------------------------------------------------------------- the engine
 
 
-def test_start_from_writes_the_runs_optimizer_scalars(tmp_path, config_from):
+def test_start_from_writes_the_runs_optimizer_scalars(tmp_path):
     """A group continued from another's state (a schedule's phase, a branch) runs with its own
     runs' beta2 and weight decay, not the source's, and every other leaf carried."""
-    cfg = config_from(NQM, optimizer={"name": "adamw", "b2": 0.99, "weight_decay": 0.1},
-                      batch__sizes=[64], learning_rate__values=[0.01, 0.02])
+    cfg = config(NQM, "optimizer={name: adamw, b2: 0.99, weight_decay: 0.1}", "batch.sizes=[64]",
+                 "learning_rate.values=[0.01, 0.02]")
     p = prepare_mod.prepare(cfg, tmp_path)
     session = Session(p, True)
     program, ctx = session.program(64), session.context
@@ -171,14 +171,14 @@ def test_start_from_writes_the_runs_optimizer_scalars(tmp_path, config_from):
     assert [float(v) for v in hyper["b1"]] == pytest.approx([0.9, 0.9])
 
 
-def _doubling(optimizer: dict, config_from):
-    return config_from(NQM, optimizer=optimizer, batch__sizes=[8], seeds=[0, 1],
-                       budget__max_examples=3200, learning_rate__values=[0.01],
-                       batch__schedules=[{"kind": "doubling", "start": 8, "at": [0.5], "max": 16}])
+def _doubling(optimizer: dict):
+    return config(NQM, f"optimizer={json.dumps(optimizer)}", "batch.sizes=[8]", "seeds=[0, 1]",
+                  "budget.max_examples=3200", "learning_rate.values=[0.01]",
+                  "batch.schedules=[{kind: doubling, start: 8, at: [0.5], max: 16}]")
 
 
 @pytest.mark.slow
-def test_a_schedule_phase_takes_the_rules_values(tmp_path, config_from):
+def test_a_schedule_phase_takes_the_rules_values(tmp_path):
     """batch 8 -> 16 at half the budget (lr 0.01 -> 0.02, linear): with the rules, b2 0.99 ->
     0.99^2 and lambda = B / (lr tau D) = 8 / (0.01 x 0.25 x 3,200) = 1 -> 16 / (0.02 x 0.25 x
     3,200) = 1 as well (lr doubles with B), so only b2 moves. Against the same schedule with
@@ -186,8 +186,8 @@ def test_a_schedule_phase_takes_the_rules_values(tmp_path, config_from):
     ruled = {"name": "adamw", "b2": 0.99, "b2_rule": "half_life", "b2_ref_batch": 8,
              "weight_decay_rule": "timescale", "weight_decay_tau": 0.25}
     fixed = {"name": "adamw", "b2": 0.99, "weight_decay": 1.0}
-    runner.run(_doubling(ruled, config_from), tmp_path / "ruled", quiet=True)
-    runner.run(_doubling(fixed, config_from), tmp_path / "fixed", quiet=True)
+    runner.run(_doubling(ruled), tmp_path / "ruled", quiet=True)
+    runner.run(_doubling(fixed), tmp_path / "fixed", quiet=True)
     sched = lambda out: {r["run_id"]: r for r in store.load(out) if r["config"].get("batch_schedule")}
     mine, theirs = sched(tmp_path / "ruled"), sched(tmp_path / "fixed")
     assert set(mine) == set(theirs) and len(mine) == 2
@@ -204,14 +204,13 @@ def test_a_schedule_phase_takes_the_rules_values(tmp_path, config_from):
 
 
 @pytest.mark.slow
-def test_a_branch_takes_the_rules_values(tmp_path, config_from):
+def test_a_branch_takes_the_rules_values(tmp_path):
     """Branches at k x B0 run with beta2 = b2^k (the half-life rule from B0) and the weight
     decay of their batch and learning rate, as their config.json and the dry run say."""
-    cfg = config_from(NQM, optimizer={"name": "adamw", "b2": 0.99, "b2_rule": "half_life",
-                                      "b2_ref_batch": 8, "weight_decay_rule": "timescale",
-                                      "weight_decay_tau": 0.5},
-                      batch__sizes=[8], budget__max_steps=400, seeds=[0],
-                      branch={"factors": [2, 4], "window": 512, "points": [800], "evals": 2})
+    cfg = config(NQM, "optimizer={name: adamw, b2: 0.99, b2_rule: half_life, b2_ref_batch: 8, "
+                 "weight_decay_rule: timescale, weight_decay_tau: 0.5}", "batch.sizes=[8]",
+                 "budget.max_steps=400", "seeds=[0]",
+                 "branch={factors: [2, 4], window: 512, points: [800], evals: 2}")
     p = branch.prepare(cfg, tmp_path)
     text = branch.describe(p)
     # D = 400 x 8 = 3,200; at k = 2, lr 0.02 (linear): lambda = 16 / (0.02 x 0.5 x 3,200) = 0.5.
@@ -223,11 +222,10 @@ def test_a_branch_takes_the_rules_values(tmp_path, config_from):
         assert rec["config"]["optimizer"]["weight_decay"] == pytest.approx(0.5, rel=1e-12)
 
 
-def test_a_folder_from_before_the_rules_takes_the_same_config_and_refuses_a_rule(tmp_path,
-                                                                                 config_from):
+def test_a_folder_from_before_the_rules_takes_the_same_config_and_refuses_a_rule(tmp_path):
     """A sweep.yaml written before the rules' keys existed trained without them: the same
     config goes on in that folder; turning a rule on there is refused, naming it."""
-    plain = config_from(NQM, optimizer={"name": "adam", "b2": 0.99})
+    plain = config(NQM, "optimizer={name: adam, b2: 0.99}")
     data = config_mod.to_dict(plain)
     for key in ("b2_rule", "b2_ref_batch", "b2_range", "weight_decay_rule", "weight_decay_tau",
                 "weight_decay_ref_batch", "weight_decay_ref_lr"):
@@ -235,4 +233,4 @@ def test_a_folder_from_before_the_rules_takes_the_same_config_and_refuses_a_rule
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(data))
     prepare_mod.prepare(plain, tmp_path)
     with pytest.raises(ConfigError, match="optimizer.b2_rule"):
-        prepare_mod.prepare(config_from(NQM), tmp_path)
+        prepare_mod.prepare(config(NQM), tmp_path)

@@ -1,11 +1,9 @@
 """analysis.json in code: its sections as typed dicts, written and read here by the analysis,
 the report and `scaling compare` alike (docs/results-format.md, which a test holds to these
-types).
-
-`check` walks an analysis against the types: a key the types do not name, or one they name
-that is missing, is an error naming the path, so the file, the code that fills it and the docs
-cannot drift apart. The per-target sections of the critical batch size's other definitions
-come from scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there.
+types). `check` walks an analysis against them: a key the types do not name, or one they name
+that is missing, is an error naming the path, so the file, the code and the docs cannot drift
+apart. The per-target sections of B_crit's other definitions come from
+scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there.
 """
 
 from __future__ import annotations
