@@ -143,5 +143,5 @@ def cells(cfg: Config) -> list[Cell]:
     names = [c.name for c in out]
     clash = next((n for n in names if names.count(n) > 1), None)
     need(clash is None, "scale", clash, f"values that give each cell its own folder name "
-         f"(they differ within {NAME_DIGITS} significant figures)")
+         f"(these agree to {NAME_DIGITS} significant figures)")
     return out
