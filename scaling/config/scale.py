@@ -62,7 +62,7 @@ def _setting(tree: dict, key: str) -> Any:
 def _check_key(tree: dict, key: Any, values: Any) -> None:
     """The key names one setting a cell may vary, and its values are a non-empty list of
     distinct values of that setting's shape."""
-    need(isinstance(key, str) and key not in GRID and not key.startswith("cell."),
+    need(isinstance(key, str) and key not in GRID and key.split(".")[0] not in ("scale", "cell"),
          "scale", key, f"a config key other than {', '.join(GRID)} (the grid inside each cell)")
     current = _setting(tree, key)
     need(isinstance(values, list) and len(values) > 0, f"scale.{key}", values,
