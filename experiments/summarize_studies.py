@@ -116,8 +116,17 @@ def laws_table() -> list[str]:
                          f"{_exponent(law, 'params')} | {_exponent(law, 'tokens')} | "
                          + (f"{alone['exponent']:.3f} {interval(alone['exponent_ci'])}"
                             if alone else "-") + f" | {arg_text} |")
-    return lines + ["", "Batch sizes in each study's unit (steplaw: sequences of 2,048 tokens); "
-                    "D in tokens."]
+    units = "; ".join(f"{name}: {_unit(analysis)}" for name, analysis in studies)
+    return lines + ["", f"Batch sizes in each study's unit ({units}); D in tokens; b_crit is the "
+                    "primary target's B_crit against the budget, b_crit_data every target's "
+                    "against the data it needs (E_min)."]
+
+
+def _unit(analysis: dict) -> str:
+    """'sequences of 2,048 tokens', or the unit alone."""
+    manifest = analysis.get("manifest") or {}
+    per = manifest.get("tokens_per_example")
+    return f"{manifest.get('batch_unit')}" + (f" of {num(per)} tokens" if per else "")
 
 
 def branch_table() -> list[str]:

@@ -366,6 +366,8 @@ class Config:
     gns: GNSConfig = field(default_factory=GNSConfig)
     log: LogConfig = field(default_factory=LogConfig)
     branch: BranchConfig = field(default_factory=BranchConfig)
+    scale: dict[str, list[Any]] = field(default_factory=dict)  # key -> values (config.scale)
+    cell: dict[str, Any] | None = None  # which cell of a scale sweep this folder is
 
     @property
     def reading_extension(self) -> float:

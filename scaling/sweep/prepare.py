@@ -26,9 +26,10 @@ from scaling.train.spec import GroupSpec, group_spec
 
 # Sections that may change between invocations into one folder: the grid's axes (which may grow
 # freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
-# and knobs that do not change results. Any other change makes earlier runs incomparable.
+# knobs that do not change results, and a scale cell's record (what it follows from is checked).
+# Any other change makes earlier runs incomparable.
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis",
-             "data", "log", "branch")
+             "data", "log", "branch", "cell")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
