@@ -3,10 +3,13 @@
 A study is a config in configs/ (configs/<name>.yaml) whose results land in results/<name>/:
 analysis.json, report.md, figures/ (committed) and runs/ (the raw run files, not committed).
 A config with a `branch:` section is a branched measurement: `scaling branch` runs it instead
-of `scaling sweep` (its base/ and branches/ folders are not committed either).
+of `scaling sweep` (its base/ and branches/ folders are not committed either). A config with a
+`scale:` section trains one sweep per cell under results/<name>/cells/ (their runs/ are not
+committed either) and is analysed as a multi-cell folder.
 The sweep resumes, so a study killed half way is finished by running the same command again;
 wall_s then counts only the last invocation, and study.json says so (resumed: true);
-runs_wall_s is the training time recorded in the run files, whatever the invocations.
+runs_wall_s is the training time recorded in the run files, whatever the invocations; cpu_s the
+process's CPU seconds (user and system) in the last invocation.
 
     python experiments/run_study.py mnist1d_mlp
     python experiments/run_study.py nqm --out /tmp/nqm       # elsewhere, e.g. to try a change
@@ -52,26 +55,39 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
         raise SystemExit(f"error: no study config {config}")
     import yaml
 
-    command = "branch" if "branch" in (yaml.safe_load(config.read_text()) or {}) else "sweep"
-    runs = out / ("base" if command == "branch" else "") / "runs"
+    data = yaml.safe_load(config.read_text()) or {}
+    command = "branch" if "branch" in data else "sweep"
+    runs = out / ("base" if command == "branch" else "cells" if data.get("scale") else "runs")
     resumed = runs.is_dir() and any(runs.iterdir())
     argv = [command, str(config), *overrides, "--out", str(out)] + (["--quiet"] if quiet else [])
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     status = main(argv)
     if status != 0:
         raise SystemExit(status)
     record = {"study": name, "command": f"python experiments/run_study.py {name}"
               + "".join(f" {o}" for o in overrides),
               "wall_s": round(time.perf_counter() - started, 1), "resumed": bool(resumed),
-              "runs_wall_s": store.training_seconds(
-                  store.load(out) if command == "sweep"
-                  else store.load(out / "base") + store.load(out / "branches")),
+              "cpu_s": round(time.process_time() - cpu, 1),
+              "runs_wall_s": store.training_seconds(_records(out, command)),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "git_commit": git_commit(), "jax": jax.__version__,
               "device": f"{jax.devices()[0].device_kind} x{jax.device_count()}",
               "host": f"{platform.machine()}, {_cpu_count()} CPU cores"}
     store.write_json(out / "study.json", record)
     return record
+
+
+def _records(out: Path, command: str) -> list[dict]:
+    """Every run record of the study: a sweep's, each cell's of a scale sweep, or a branched
+    measurement's base and branches."""
+    from scaling import store
+    from scaling.store.cells import is_cells_folder, read_cells
+
+    if command == "branch":
+        return store.load(out / "base") + store.load(out / "branches")
+    if is_cells_folder(out):
+        return [r for c in read_cells(out)["cells"] for r in store.load(out / c["folder"])]
+    return store.load(out)
 
 
 def _cpu_count() -> int:

@@ -116,8 +116,17 @@ def laws_table() -> list[str]:
                          f"{_exponent(law, 'params')} | {_exponent(law, 'tokens')} | "
                          + (f"{alone['exponent']:.3f} {interval(alone['exponent_ci'])}"
                             if alone else "-") + f" | {arg_text} |")
-    return lines + ["", "Batch sizes in each study's unit (steplaw: sequences of 2,048 tokens); "
-                    "D in tokens."]
+    units = "; ".join(f"{name}: {_unit(analysis)}" for name, analysis in studies)
+    return lines + ["", f"Batch sizes in each study's unit ({units}); D in tokens; b_crit is the "
+                    "primary target's B_crit against the budget, b_crit_data every target's "
+                    "against the data it needs (E_min)."]
+
+
+def _unit(analysis: dict) -> str:
+    """'sequences of 2,048 tokens', or the unit alone."""
+    manifest = analysis.get("manifest") or {}
+    per = manifest.get("tokens_per_example")
+    return f"{manifest.get('batch_unit')}" + (f" of {num(per)} tokens" if per else "")
 
 
 def branch_table() -> list[str]:
@@ -249,6 +258,75 @@ def rules_table() -> list[str]:
                     "[lr_rules/report.md](lr_rules/report.md)."]
 
 
+def _optima_text(optima: list[dict]) -> str:
+    return ", ".join(f"{o['batch_size']}: {o['learning_rate']:.2g}" for o in optima)
+
+
+def surge_table() -> list[str]:
+    """Adam's measured optima per batch size against the surge form, per study and target."""
+    rows = []
+    for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
+        analysis = _load(folder / "analysis.json")
+        if analysis.get("kind") or analysis["sweep"]["optimizer"] not in ("adam", "adamw"):
+            continue
+        for t in analysis["targets"]:
+            rules = t.get("lr_rules") or {}
+            fit, falls = rules.get("surge_fit"), rules.get("optimum_falls")
+            if not fit:
+                continue
+            scales = rules.get("noise_scales") or {}
+            rows.append(f"| {folder.name} | {t['name']} | {_optima_text(rules['optima'])} | "
+                        f"{num(fit['b_peak'])} {interval(fit.get('b_peak_ci'))} | "
+                        f"{fit['eta_max']:.3g} | "
+                        + (f"{falls['ratio']:.2g}x from B = {falls['peak_batch_size']} to "
+                           f"{falls['largest_batch_size']}" if falls else "no") + " | "
+                        f"{num(scales.get('b_simple'))} | {num(scales.get('b_simple_precond'))} |")
+    if not rows:
+        return []
+    return ["", "## Adam's optimal learning rate against the surge form", "",
+            "Per study with Adam and target: the measured optimum per batch size (B: lr, "
+            "refined between the rates tried), the surge form 2 eta_max / (sqrt(B_peak / B) + "
+            "sqrt(B / B_peak)) fitted to them (Li et al. 2024; 95% bootstrap interval on "
+            "B_peak; at the edge of the search range, 100x past the batch sizes tried, when the "
+            "optimum only rises), whether the optimum falls by 1.25x or more past its peak, and "
+            "the measured noise scales ([docs/analysis.md](../docs/analysis.md)). Older "
+            "folders analysed before the surge fit existed are left out.", "",
+            "| study | target | optimum per batch size | B_peak [95%] | eta_max | optimum falls "
+            "| B_simple | B_simple in Adam's metric |", "|---|---|---|---|---|---|---|---|"] + rows
+
+
+def hyper_table() -> list[str]:
+    """Each searched beta2 or weight decay against its rule, per study and target."""
+    rows = []
+    for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
+        analysis = _load(folder / "analysis.json")
+        for t in analysis.get("targets") or []:
+            for name, rule in ((t.get("hyper_rules") or {}).get("scalars") or {}).items():
+                pts = rule["points"]
+                rows.append(
+                    f"| {folder.name} | {t['name']} | {name} | "
+                    + ", ".join(f"{p['batch_size']}: {p['best']:.4g}"
+                                + (f" ({p['at_edge']} edge)" if p["at_edge"] else "") for p in pts)
+                    + " | " + ", ".join(num(p["measure"]) for p in pts) + " | "
+                    + ", ".join("-" if p["rule_value"] is None else f"{p['rule_value']:.4g}"
+                                for p in pts) + " | "
+                    + ", ".join(num(p["relative_cost"]) for p in pts) + " | "
+                    + ("-" if rule["exponent"] is None else f"{rule['exponent']:.2f}") + " |")
+    if not rows:
+        return []
+    return ["", "## Beta2 and weight decay searched per batch size, against their rules", "",
+            "Per study and target: the best value at each batch size (the fewest steps over the "
+            "learning rates tried), what the rule keeps fixed (beta2: its half-life in examples, "
+            "B ln(1/2) / ln(b2), Marek et al. 2025; weight decay: tau = B / (eta lambda D), Wang "
+            "& Aitchison 2024), the rule's value from the smallest batch size's best and its "
+            "cost in steps (interpolated between the values tried), and the exponent of the "
+            "kept quantity in B: 0 where the rule holds, 1 for the half-life of a fixed beta2 "
+            "([docs/analysis.md](../docs/analysis.md#beta2-and-weight-decay-against-their-rules)).",
+            "", "| study | target | scalar | best per batch size | half-life or tau of the best "
+            "| rule's value | rule's cost (steps / best) | exponent |",
+            "|---|---|---|---|---|---|---|---|"] + rows
+
+
 def main() -> int:
     path = RESULTS / "README.md"
     old = path.read_text() if path.is_file() else ""
@@ -259,7 +337,8 @@ def main() -> int:
             "are not committed: rerun the command to get them).", "", "## Critical batch size "
             "per study and target", ""]
     text = "\n".join(head + studies_table() + laws_table() + branch_table() + schedules_table()
-                     + steps_to_target_table() + nqm_table() + rules_table()) + "\n\n"
+                     + surge_table() + hyper_table() + steps_to_target_table() + nqm_table()
+                     + rules_table()) + "\n\n"
     path.write_text(text + DISCUSSION_MARKER + discussion)
     print(path.read_text())
     return 0

@@ -36,6 +36,14 @@ def percent(fraction: Any, digits: int = 2) -> str:
     return f"{value:.{decimals}f}%"
 
 
+def short_number(value: float, digits: int = 4) -> str:
+    """1e+11 -> 1e11, 214663680 -> 2.147e8: `digits` significant figures without + or trailing
+    zeros, for folder names."""
+    mantissa, _, exponent = f"{value:.{digits}g}".partition("e")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    return mantissa + (f"e{int(exponent)}" if exponent else "")
+
+
 def more_than(value: Any, digits: int = 3) -> str:
     """A censored value, '> 1,234': the steps of a run stopped before it got there."""
     return f"> {number(value, digits)}"

@@ -16,8 +16,8 @@ from scaling.config import ConfigError
 from scaling.store.cells import cell_entry, cell_name, read_cells, write_cells
 
 FIXED_BUDGET_KEYS = {"metric", "lower_is_better", "batch_unit", "budget_unit", "cells", "laws"}
-CELL_KEYS = {"name", "params", "tokens", "examples", "budget_unit", "b_crit", "metric",
-             "lower_is_better", "num_runs", "seeds", "interval", "per_batch", "best",
+CELL_KEYS = {"name", "params", "tokens", "examples", "budget_unit", "b_crit", "b_crit_targets",
+             "metric", "lower_is_better", "num_runs", "seeds", "interval", "per_batch", "best",
              "optimum", "lr_rules"}
 PARENT_CELL_KEYS = CELL_KEYS | {"folder", "compute"}
 OPTIMUM_KEYS = {"batch_size", "batch_size_ci", "learning_rate", "learning_rate_ci", "value",
@@ -70,12 +70,12 @@ def test_the_parent_analysis_has_the_documented_keys(parent):
         assert set(cell["optimum"]) == OPTIMUM_KEYS
         assert set(cell["best"]) == {"batch_size", "learning_rate", "value"}
         assert all(set(p) == PER_BATCH_KEYS for p in cell["per_batch"])
-    assert set(fb["laws"]) == {"learning_rate", "batch_size", "loss", "b_crit"}
+    assert set(fb["laws"]) == {"learning_rate", "batch_size", "loss", "b_crit", "b_crit_data"}
     for name in ("learning_rate", "batch_size", "loss"):
         law = fb["laws"][name]
         assert set(law) == LAW_KEYS and set(law["exponents"]) == {"params", "tokens"}
         assert all(law["exponents_ci"][k] for k in ("params", "tokens"))
-    assert fb["laws"]["b_crit"] is None
+    assert fb["laws"]["b_crit"] is None and fb["laws"]["b_crit_data"] is None
 
 
 @pytest.mark.slow  # nine cells analysed, drawn and reported (about 7 s)

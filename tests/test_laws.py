@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from scaling.analysis.budget_cell import analyze_cell
-from scaling.analysis.laws import fit_law, fit_laws, variables
+from scaling.analysis.laws import fit_law, fit_laws, target_points, variables
 
 TRUE = {"learning_rate": (3.0, -0.7, 0.3), "batch_size": (0.5, 0.0, 0.55),
         "loss": (40.0, -0.1, -0.05)}
@@ -111,3 +111,32 @@ def test_b_crit_gets_a_law_where_the_cells_have_it():
     lo, hi = laws["b_crit"]["exponents_ci"]["tokens"]
     assert lo < 0.5 < hi and hi - lo < 0.2
     assert laws["learning_rate"]["coefficient"] is None  # no cell has an optimum
+
+
+def _timed_cell(n: float, d: float, targets: list[tuple[str, float]]) -> dict:
+    """A cell whose targets' B_crit follow B_crit = 0.2 E_min^0.6, independent of N (E_min in
+    examples; 64 tokens per example)."""
+    return {"name": f"N{n}-D{d}", "params": n, "tokens": 64 * d, "examples": d, "optimum": None,
+            "b_crit": None, "b_crit_targets": [
+                {"target": t, "e_min": e, "value": 0.2 * (64 * e) ** 0.6, "ci": None}
+                for t, e in targets]}
+
+
+def test_target_points_keep_one_reading_per_model_size_and_target():
+    small = _timed_cell(1e6, 1e4, [("loss<=3", 100.0)])
+    large = _timed_cell(1e6, 4e4, [("loss<=3", 120.0), ("loss<=2", 900.0)])
+    points = target_points([large, small])
+    assert [(p["cell"], p["target"], p["examples"], p["tokens"]) for p in points] == [
+        (large["name"], "loss<=3", 120.0, 64 * 120.0), (large["name"], "loss<=2", 900.0,
+                                                        64 * 900.0)]
+
+
+def test_b_crit_against_the_data_its_target_needs():
+    cells = [_timed_cell(n, d, [(f"loss<={k}", e) for k, e in enumerate(es)])
+             for n, es in ((1e6, (50.0, 400.0, 3000.0)), (8e6, (40.0, 500.0, 6000.0)))
+             for d in (1e4,)]
+    laws = fit_laws(cells, [None] * len(cells), 200, np.random.default_rng(0))
+    law = laws["b_crit_data"]
+    assert law["num_cells"] == 6 and law["coefficient"] == pytest.approx(0.2)
+    assert law["exponents"] == pytest.approx({"params": 0.0, "tokens": 0.6}, abs=1e-9)
+    assert laws["b_crit"] is None  # no cell has a primary target's B_crit

@@ -22,6 +22,7 @@ from scaling import store
 from scaling.analysis import definitions, optimum
 from scaling.analysis.budget_folder import (budget_section, reading as budget_reading,
                                             summary_lines as budget_summary)
+from scaling.analysis.hyper_rules import budgets, hyper_rules
 from scaling.analysis.lr_rules import lr_rules
 from scaling.analysis.optima import refine_lr
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
@@ -239,9 +240,10 @@ def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generato
 
 
 def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator,
-                   how: str = "min") -> dict:
+                   how: str = "min", examples: dict[int, int] | None = None) -> dict:
     """One entry of analysis.json "targets", with the learning-rate rules read on each batch
-    size's grid holding its best cell."""
+    size's grid holding its best cell, and a searched beta2 or weight decay against its rule
+    (`examples`: each batch size's budget in examples, which the timescale rule reads)."""
     metric, op, value = parse_target(name)
     points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target")
     unreached = [s for s, g in by_size.items() if select(g, how) is None]
@@ -265,6 +267,7 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
                  "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])}}
     chosen = {size: picked[1] for size, g in by_size.items() if (picked := select(g, how))}
     entry["lr_rules"] = lr_rules(name, points, chosen, bootstrap, rng, scales)
+    entry["hyper_rules"] = hyper_rules(name, by_size, examples or {})
     return entry
 
 
@@ -316,8 +319,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
 
     `reach`, `lr_selection`, `view` and `metric` default to the sweep's (sweep.yaml). The
     learning-rate rules are judged at every target some batch size reached (each target's
-    `lr_rules`); the top-level `lr_rules` is the first such target's. View fixed_budget or
-    both adds `fixed_budget` (scaling.analysis.budget_folder).
+    `lr_rules`, and `hyper_rules` where b2 or weight_decay was searched); the top-level ones
+    are the first such target's. fixed_budget or both adds `fixed_budget` (budget_folder).
     """
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
@@ -330,7 +333,8 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
          "at least one, e.g. eval_loss<=1.0 (or analysis.view: fixed_budget)")
     _check_metrics(records + scheduled, targets, reach)
     table = run_table(records, targets, reach, clip=clipped_reading(cfg))
-    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how)
+    examples = budgets(out, records)
+    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how, examples)
                for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
                                   results, how, bootstrap, seed)
@@ -342,7 +346,7 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                           "definition": reach.describe()},
               "lr_selection": how, "primary_target": targets[0] if targets else None,
               "runs": runs, "targets": results,
-              "lr_rules": next((e["lr_rules"] for e in results if e["lr_rules"]), None),
+              **{k: next((e[k] for e in results if e[k]), None) for k in ("lr_rules", "hyper_rules")},
               "throughput": _throughput(records),
               "cost": cost(records, {a["batch_size"]: a["examples"]
                                      for a in store.read_arithmetic(out) or []}),
@@ -370,7 +374,8 @@ def summary_table(analysis: dict) -> str:
         lines.append(f"  S_min {number(t['s_min'], 4)} steps, E_min {number(t['e_min'], 4)} examples, "
                      f"B_crit {number(t['b_crit'], 4)}{ci_text}, B_simple {number(t['b_simple'], 4)}; "
                      f"first crossing: B_crit {number(t['first_crossing']['b_crit'], 4)}")
-    if analysis["lr_rules"]:
-        lines.append(analysis["lr_rules"]["summary"])
+    for rules in ("lr_rules", "hyper_rules"):
+        if analysis.get(rules):
+            lines.append(analysis[rules]["summary"])
     lines += summary_lines(analysis.get("schedules") or []) + budget_summary(analysis)
     return "\n".join(lines)

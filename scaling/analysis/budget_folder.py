@@ -64,12 +64,20 @@ def _b_crit(targets: list[dict]) -> dict | None:
     return {"target": first["name"], "value": first["b_crit"], "ci": first.get("b_crit_ci")}
 
 
+def _b_crit_targets(targets: list[dict]) -> list[dict]:
+    """Every target's B_crit beside E_min, the fewest examples that reach it (the data D the
+    target needs: scaling.analysis.laws fits B_crit against it)."""
+    return [{"target": t["name"], "e_min": t["e_min"], "value": t["b_crit"],
+             "ci": t.get("b_crit_ci")} for t in targets if t.get("b_crit") is not None]
+
+
 def measure(cfg: dict, records: list[dict], metric: str, bootstrap: int, seed: int,
             targets: list[dict]) -> tuple[dict, np.ndarray | None]:
     """The folder's cell entry (identity, B_crit and the fixed-budget reading) and its draws."""
     entry, draws = analyze_cell(records, metric, bootstrap,
                                 np.random.default_rng([seed, CELL_STREAM]))
-    return {**cell_identity(cfg, records), "b_crit": _b_crit(targets), **entry}, draws
+    return {**cell_identity(cfg, records), "b_crit": _b_crit(targets),
+            "b_crit_targets": _b_crit_targets(targets), **entry}, draws
 
 
 def section(cells: list[dict], draws: list[np.ndarray | None], unit: str, bootstrap: int,

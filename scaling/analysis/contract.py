@@ -1,11 +1,9 @@
 """analysis.json in code: its sections as typed dicts, written and read here by the analysis,
 the report and `scaling compare` alike (docs/results-format.md, which a test holds to these
-types).
-
-`check` walks an analysis against the types: a key the types do not name, or one they name
-that is missing, is an error naming the path, so the file, the code that fills it and the docs
-cannot drift apart. The per-target sections of the critical batch size's other definitions
-come from scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there.
+types). `check` walks an analysis against them: a key the types do not name, or one they name
+that is missing, is an error naming the path, so the file, the code and the docs cannot drift
+apart. The per-target sections of B_crit's other definitions come from
+scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there.
 """
 
 from __future__ import annotations
@@ -173,6 +171,40 @@ class LRRules(TypedDict):
     summary: str
 
 
+class ScalarPoint(TypedDict):
+    """One batch size of a searched beta2 or weight decay: the fewest mean steps at each value."""
+
+    batch_size: int
+    values: list[float]
+    steps: list[float | None]
+    best: float
+    best_lr: float
+    steps_at_best: float
+    at_edge: str | None
+    measure: float | None
+    rule_value: float | None
+    rule_steps: float | None
+    relative_cost: float | None
+
+
+class ScalarRule(TypedDict):
+    scalar: str
+    rule: str
+    measure: str
+    reference: dict[str, float]
+    points: list[ScalarPoint]
+    exponent: float | None
+    summary: str
+
+
+class HyperRules(TypedDict):
+    """A searched beta2 or weight decay against its rule (scaling.analysis.hyper_rules)."""
+
+    target: str
+    scalars: dict[str, ScalarRule]
+    summary: str
+
+
 class Target(TypedDict):
     """One target; besides these keys, one section per other definition of B_crit
     (scaling.analysis.definitions.DEFINITIONS)."""
@@ -196,6 +228,7 @@ class Target(TypedDict):
     b_simple_over_b_crit: float | None
     first_crossing: FirstCrossing
     lr_rules: LRRules | None
+    hyper_rules: HyperRules | None
 
 
 class Throughput(TypedDict):
@@ -280,6 +313,7 @@ class Analysis(TypedDict):
     runs: list[Run]
     targets: list[Target]
     lr_rules: LRRules | None
+    hyper_rules: HyperRules | None
     throughput: list[Throughput]
     cost: Cost
     b_crit_power_law: list[PowerLaw]
@@ -288,8 +322,8 @@ class Analysis(TypedDict):
 
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
     Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
-    LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, Throughput,
-    PowerLaw, Cost, FixedBudget, Law, InUse)}
+    LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, HyperRules,
+    ScalarRule, ScalarPoint, Throughput, PowerLaw, Cost, FixedBudget, Law, InUse)}
 OPTIONAL: dict[type, dict[str, Any]] = {Analysis: {"fixed_budget": FixedBudget,
                                                    "partial": list[InUse]}}
 

@@ -12,6 +12,12 @@ where targets were given, B_crit, each as y = coefficient x params^a x tokens^b.
   variable with a single value are dropped (counted in `bootstrap`). B_crit has no
   within-cell draws to hand: each cell's is drawn log-normal with the spread of its 95%
   interval.
+- B_crit two ways: `b_crit`, each cell's primary target's against the cell's N and budget D;
+  `b_crit_data`, every (N, target) against N and the data the target needs, E_min (its
+  fewest examples, in tokens where counted), as McCandlish et al. 2018 and Power Lines
+  (Bergsma et al. 2025) read B_crit against D (target_points). The bootstrap of
+  `b_crit_data` resamples the points, though one N's targets share its runs: its interval is
+  the narrower for it.
 - Beside each law: the law in each variable alone (`alone`; Step Law and Power Lines fit the
   batch size against D only) and the same fits of the measured arg-min of each cell
   (`argmin`), which show what reading the optimum between grid points changes.
@@ -144,21 +150,43 @@ def _lognormal(value: float, ci: list[float] | None, num: int,
     return value * np.exp(sigma * rng.standard_normal(num))
 
 
-def _b_crit_law(cells: list[dict], num: int, rng: np.random.Generator) -> dict | None:
+def _b_crit_law(cells: list[dict], num: int, rng: np.random.Generator,
+                quantity: str = "b_crit") -> dict | None:
     timed = [c for c in cells if positive((c.get("b_crit") or {}).get("value"))]
     if len(timed) < 2:
         return None
     values = np.array([c["b_crit"]["value"] for c in timed])
     draws = np.array([_lognormal(c["b_crit"]["value"], c["b_crit"].get("ci"), num, rng)
                       for c in timed])
-    return fit_law("b_crit", timed, values, draws, rng)
+    return fit_law(quantity, timed, values, draws, rng)
+
+
+def target_points(cells: list[dict]) -> list[dict]:
+    """One point per (N, target with a B_crit): N, and as D the target's E_min (in tokens where
+    the cell counts them: E_min x the cell's tokens per example), with its B_crit. Where cells
+    of one N at several budgets all reach a target, the largest budget's reading is kept:
+    under a constant schedule the smaller budgets' runs are the same runs cut short, and under
+    a decaying one the largest budget's is the least truncated."""
+    points: dict[tuple, dict] = {}
+    for c in sorted(cells, key=lambda c: _value(c, "tokens") or 0):
+        per = c["tokens"] / c["examples"] if positive(c.get("tokens")) and \
+            positive(c.get("examples")) else None
+        for t in c.get("b_crit_targets") or []:
+            if positive(t.get("e_min")):
+                points[c.get("params"), t["target"]] = {
+                    "name": f"{c.get('name')} {t['target']}", "cell": c.get("name"),
+                    "target": t["target"], "params": c.get("params"), "examples": t["e_min"],
+                    "tokens": per and t["e_min"] * per,
+                    "b_crit": {"value": t["value"], "ci": t.get("ci")}}
+    return list(points.values())
 
 
 def fit_laws(cells: list[dict], draws: list[np.ndarray | None], num: int,
              rng: np.random.Generator) -> dict:
-    """fixed_budget.laws: learning_rate, batch_size, loss and b_crit (null without targets),
-    from each cell's optimum and its draws (3 x draws: B_opt, eta*, the metric; None where
-    the cell has no interval: its optimum enters every draw as it is)."""
+    """fixed_budget.laws: learning_rate, batch_size, loss, b_crit and b_crit_data (the last
+    two null without targets), from each cell's optimum and its draws (3 x draws: B_opt,
+    eta*, the metric; None where the cell has no interval: its optimum enters every draw as
+    it is)."""
     have = [(c, d) for c, d in zip(cells, draws) if all(
         positive((c.get("optimum") or {}).get(key)) for key, _ in QUANTITIES.values())]
     kept = [c for c, _ in have]
@@ -170,4 +198,5 @@ def fit_laws(cells: list[dict], draws: list[np.ndarray | None], num: int,
         out[quantity] = fit_law(quantity, kept, values,
                                 np.array(samples).reshape(len(kept), num), rng, best)
     out["b_crit"] = _b_crit_law(cells, num, rng)
+    out["b_crit_data"] = _b_crit_law(target_points(cells), num, rng, "b_crit_data")
     return out

@@ -71,12 +71,18 @@ def _nan(value: float | None) -> float:
 
 
 def varying_hyperparameters(records: list[dict]) -> list[str]:
-    """Optimizer scalars (config.AXES) that take more than one value across the runs."""
+    """Optimizer scalars (config.AXES) that take more than one value across the runs, other
+    than those a rule of the optimizer set (b2_rule, weight_decay_rule: one value per batch
+    size and learning rate, not a grid axis)."""
     values: dict[str, set] = {k: set() for k in AXES}
+    ruled = set()
     for rec in records:
+        optimizer = rec["config"].get("optimizer") or {}
         for key in AXES:
-            values[key].add((rec["config"].get("optimizer") or {}).get(key))
-    return [k for k in AXES if len(values[k]) > 1]
+            values[key].add(optimizer.get(key))
+            if optimizer.get(f"{key}_rule"):
+                ruled.add(key)
+    return [k for k in AXES if len(values[k]) > 1 and k not in ruled]
 
 
 def read_steps(rows: list[dict], target: str, reach: Reach, status: str | None,

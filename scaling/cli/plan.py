@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from typing import Any
 
 from scaling.cli.parser import CALCULATOR, UsageError
-from scaling.config import load
+from scaling.config import load, optimizer_rules
 from scaling.sweep import segments
 from scaling.config.arithmetic import calculate, for_config, format_table, sweep_warnings
+
+# A config with scale axes plans each cell with its N and C, which need the model (jax); that
+# module loads only then, as scaling.cli.main loads each subcommand's, so the rest stays instant.
+SCALE_PLAN = "scaling.cli.scale_plan"
 
 
 def _calculator_rows(args: argparse.Namespace) -> list[Any]:
@@ -28,15 +33,22 @@ def _calculator_rows(args: argparse.Namespace) -> list[Any]:
         for size in args.batch_size]
 
 
-def _config_rows(args: argparse.Namespace) -> tuple[list[Any], list[str], list[str]]:
+def _config(args: argparse.Namespace) -> Any:
     used = [f"--{k.replace('_', '-')}" for k in CALCULATOR if getattr(args, k) not in (None, False)]
     if used:
         raise UsageError(f"{used[0]}: a calculator option; give a CONFIG (and section.key=value "
                          "overrides) or calculator options, not both")
-    cfg = load(args.config, args.overrides)
+    return load(args.config, args.overrides)
+
+
+def _config_rows(cfg: Any) -> tuple[list[Any], list[str], list[str], list[dict[str, Any]]]:
+    """The arithmetic per batch size, the sweep's warnings, the notes below the table (the
+    schedules, the optimizer's rules) and the rules' values per batch size."""
     shards = cfg.parallel.data or 1
     notes = [segments.describe(cfg, sched, shards) for sched in cfg.batch.schedules]
-    return [for_config(cfg, size, shards) for size in cfg.batch.sizes], sweep_warnings(cfg), notes
+    rows = [for_config(cfg, size, shards) for size in cfg.batch.sizes]
+    notes += optimizer_rules.describe(cfg)
+    return rows, sweep_warnings(cfg), notes, optimizer_rules.plan_rows(cfg)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,11 +56,17 @@ def run(args: argparse.Namespace) -> int:
     if args.config is None:
         if args.overrides:
             raise UsageError(f"{args.overrides[0]}: overrides need a CONFIG")
-        rows, sweep, notes = _calculator_rows(args), [], []
+        rows, sweep, notes, ruled = _calculator_rows(args), [], [], []
     else:
-        rows, sweep, notes = _config_rows(args)
+        cfg = _config(args)
+        if cfg.scale:
+            return importlib.import_module(SCALE_PLAN).run(cfg, args)
+        rows, sweep, notes, ruled = _config_rows(cfg)
     if args.json:
-        print(json.dumps([row.to_dict() for row in rows], indent=2))
+        rules = {r["batch_size"]: r for r in ruled}
+        print(json.dumps([{**row.to_dict(), **({"optimizer_rules": rules[row.batch_size]}
+                                               if row.batch_size in rules else {})}
+                          for row in rows], indent=2))
     else:
         print("\n".join([format_table(rows), *notes]))
     for warning in sweep:

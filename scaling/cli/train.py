@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from scaling import store
-from scaling.cli.analyze import after_training, analyze_folder
+from scaling.cli.analyze import after_training, analyze_cells_folder, analyze_folder
 from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
-from scaling.sweep import launch, prepare as prepare_mod, runner, watch
+from scaling.sweep import launch, prepare as prepare_mod, runner, scale, watch
 from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
 
@@ -24,6 +24,9 @@ SLURM_ONLY = {"jobs": "--jobs", "nodes": "--nodes", "partition": "--partition", 
 
 def run_train(args: argparse.Namespace) -> int:
     cfg = load(args.config, args.overrides)
+    if cfg.scale:
+        raise UsageError("scale: scaling train trains one batch size of one sweep; a config "
+                         "with scale axes trains with scaling sweep")
     if args.batch_size is None and len(cfg.batch.sizes) > 1:
         raise UsageError(f"--batch-size: missing; the config lists batch sizes {cfg.batch.sizes}, "
                          "train runs one of them (scaling sweep runs them all)")
@@ -34,20 +37,50 @@ def run_sweep(args: argparse.Namespace) -> int:
     """Train the grid (or submit it: --launcher slurm), then analyse unless --no-analyze/--shard."""
     check_launcher_options(args)
     cfg = load(args.config, args.overrides)
-    out = Path(_out(cfg, args))
-    analyse = lambda: after_training(out, args.partial, lambda: analyze_folder(
-        out, quiet=args.quiet, partial=args.partial))
+    if cfg.scale:
+        return _scale_sweep(cfg, args)
+    out = _out(cfg, args)
+    analyze = lambda: after_training(Path(out), args.partial, lambda: analyze_folder(
+        Path(out), quiet=args.quiet, partial=args.partial))
     if args.launcher == "slurm":
-        return submit_sweep(cfg, args, str(out), analyse)
-    status = _run(cfg, args, None)
+        prepared = prepare_mod.prepare(cfg, out, None, args.force, None)
+        return submit_work(_sweep_work(prepared), cfg, args, analyze)
+    _run(cfg, args, None)
+    return _finish(args, out, analyze)
+
+
+def _finish(args: argparse.Namespace, out: str, analyze: Callable[[], int]) -> int:
+    """After training here: the analysis, unless --no-analyze, --dry-run or --shard."""
     if args.no_analyze or args.dry_run or args.shard is not None or not is_leader():
         if args.shard is not None and not args.dry_run:
             hint = "" if args.no_analyze else \
-                f"; once every shard is, run: scaling analyze {_out(cfg, args)}"
+                f"; once every shard is, run: scaling analyze {out}"
             print(f"shard done{hint}")
-        return status
+        return 0
     print()
-    return analyse()
+    return analyze()
+
+
+def _scale_sweep(cfg: Config, args: argparse.Namespace) -> int:
+    """A config with scale axes: every cell checked and measured, then trained here (this
+    shard's pieces) or submitted, then the laws across the cells (scaling.sweep.scale)."""
+    maybe_initialize_distributed()
+    compile_cache.enable(args.compile_cache, args.no_compile_cache)
+    out = _out(cfg, args)
+    cells = scale.prepare_cells(cfg, out, args.force)
+    analyze = lambda: after_training(Path(out), args.partial, lambda: analyze_cells_folder(
+        Path(out), 1000, False, args.quiet, None, None, args.partial))
+    if args.launcher == "slurm":
+        return submit_work(_scale_work(cells, out), cfg, args, analyze)
+    if args.dry_run:
+        print(scale.describe(cells, args.shard, args.force))
+        return 0
+    if not scale.run(cfg, out, args.force, args.quiet, args.shard, shown=args.progress,
+                     cells=cells) and is_leader():
+        print(f"nothing to do: every run is already finished in {out}")
+    if is_leader():
+        print(scale.final_table(cells))
+    return _finish(args, out, analyze)
 
 
 def _out(cfg: Any, args: argparse.Namespace) -> str:
@@ -89,20 +122,45 @@ def check_launcher_options(args: argparse.Namespace) -> None:
     launch.import_submitit()
 
 
-def submit_sweep(cfg: Config, args: argparse.Namespace, out: str, analyze: Callable[[], int]) -> int:
-    """Validate the whole grid, submit the shards that still have work as one job array, and
+class Work(NamedTuple):
+    """What submitting a sweep's shards needs of it (an ordinary sweep's or a scale sweep's)."""
+
+    out: Path
+    groups: int  # vmapped groups of the whole grid: at most one task each
+    describe: Callable[[], str]  # --dry-run
+    todo: Callable[[int], list[int]]  # the shards of N that still have work
+    done: Callable[[], tuple[int, int]]  # (finished, planned) runs on disk
+    table: Callable[[], str]  # the end table
+
+
+def _sweep_work(prepared: runner.Prepared) -> Work:
+    return Work(prepared.out, len(prepared.units), lambda: runner.describe(prepared),
+                lambda jobs: launch.shards_with_work(prepared, jobs),
+                lambda: _runs_done(prepared), lambda: runner.final_table(prepared))
+
+
+def _scale_work(cells: list[scale.ScaleCell], out: str) -> Work:
+    return Work(Path(out), sum(len(c.prepared.units) for c in cells),
+                lambda: scale.describe(cells, None, False),
+                lambda jobs: scale.shards_with_work(cells, jobs),
+                lambda: scale.runs_done(cells), lambda: scale.final_table(cells))
+
+
+def submit_work(work: Work, cfg: Config, args: argparse.Namespace,
+                analyze: Callable[[], int]) -> int:
+    """Submit the shards of the (validated) grid that still have work as one job array, and
     with --wait wait for them (scaling.sweep.watch) and then `analyze`."""
-    prepared = prepare_mod.prepare(cfg, out, None, args.force, None)
-    jobs = launch.task_count(args.jobs, len(prepared.units))
+    out = work.out
+    jobs = launch.task_count(args.jobs, work.groups)
     if args.jobs is not None and jobs < args.jobs:
         print(f"note: --jobs {args.jobs}: the grid has {jobs} groups; submitting {jobs} tasks")
     folder = Path(args.slurm_folder or Path(out) / "slurm")
     flags = launch.task_flags(args.force, args.quiet, args.compile_cache, args.no_compile_cache,
                               args.wait or args.no_analyze)
     argvs = launch.shard_argvs(args.config, args.overrides, Path(out), jobs, flags)
-    todo = launch.shards_with_work(prepared, jobs)
+    todo = work.todo(jobs)
     if args.dry_run:
-        print(runner.describe(prepared))
+        print(work.describe())
         print(f"\n--launcher slurm: would submit {len(todo)} of {jobs} tasks (shards "
               f"{', '.join(f'{i}/{jobs}' for i in todo) or 'none'}), logs in {folder}")
         return 0
@@ -110,7 +168,7 @@ def submit_sweep(cfg: Config, args: argparse.Namespace, out: str, analyze: Calla
         print(f"{_shards(sorted(set(range(jobs)) - set(todo)), jobs)} nothing left to do; "
               f"{'not submitted' if todo else 'nothing to submit'}")
     if not todo:
-        return _after(prepared, args, [], 0, analyze)
+        return _after(work, args, [], 0, analyze)
     res = launch.Resources(args.time or launch.DEFAULT_TIME_MIN, args.nodes or 1, args.partition,
                            args.gpus_per_task, args.cpus_per_task, args.mem)
     executor = launch.make_executor(folder, f"scaling-{cfg.name}", res)
@@ -121,8 +179,8 @@ def submit_sweep(cfg: Config, args: argparse.Namespace, out: str, analyze: Calla
         print(f"once every task is done, run: scaling analyze {out}")
         return 0
     tasks = [watch.Task(i, jobs, job) for i, job in zip(todo, submitted)]
-    failed = watch.wait(tasks, lambda: _runs_done(prepared), executor.cluster == "slurm")
-    return _after(prepared, args, failed, len(tasks), analyze)
+    failed = watch.wait(tasks, work.done, executor.cluster == "slurm")
+    return _after(work, args, failed, len(tasks), analyze)
 
 
 def _shards(indices: list[int], jobs: int) -> str:
@@ -142,12 +200,12 @@ def _runs_done(prepared: runner.Prepared) -> tuple[int, int]:
     return done, len(prepared.planned)
 
 
-def _after(prepared: runner.Prepared, args: argparse.Namespace, failed: list[str],
+def _after(work: Work, args: argparse.Namespace, failed: list[str],
            tasks: int, analyze: Callable[[], int]) -> int:
     """The end of a waited (or empty) submission: failures, the end table, the analysis."""
     for line in failed:
         print(line, file=sys.stderr)
-    print(runner.final_table(prepared))
+    print(work.table())
     if failed:
         print(f"{len(failed)} of {_tasks(tasks)} ended without success; rerun the same command "
               "to resume", file=sys.stderr)
@@ -155,7 +213,7 @@ def _after(prepared: runner.Prepared, args: argparse.Namespace, failed: list[str
     if args.no_analyze:
         return 0
     if not args.wait:
-        print(f"run: scaling analyze {prepared.out}")
+        print(f"run: scaling analyze {work.out}")
         return 0
     print()
     return analyze()

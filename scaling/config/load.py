@@ -15,7 +15,7 @@ import yaml
 
 from scaling.config.schema import Config, ModelConfig, TaskConfig
 from scaling.config.validate import validate
-from scaling.errors import ConfigError
+from scaling.errors import ConfigError, need
 from scaling.tasks import is_import_path, task_class
 
 
@@ -144,8 +144,12 @@ def from_dict(data: dict) -> Config:
     data = dict(data)
     task = _build_task(data.pop("task", None))
     model = _build_model(data.pop("model", None))
+    scale = _section(data.pop("scale", None), "scale", "lists of values")
+    cell = data.pop("cell", None)
+    need(cell is None or isinstance(cell, dict), "cell", cell, "a mapping (a scale sweep writes "
+         "it into each cell's sweep.yaml)")
     cfg = build(Config, data, "")
-    cfg.task, cfg.model = task, model
+    cfg.task, cfg.model, cfg.scale, cfg.cell = task, model, scale, cell
     if cfg.analysis.view != "steps":  # the fixed-budget view reads every run at its budget
         cfg.train.stop_at_targets = False
     validate(cfg)
@@ -159,6 +163,9 @@ def to_dict(cfg: Config) -> dict:
     model = out["model"]
     out["model"] = ({"name": model["name"], **model["kwargs"]} if is_import_path(model["name"])
                     else {k: v for k, v in model.items() if k != "kwargs"})
+    for key in ("scale", "cell"):  # a scale sweep's sections; an ordinary sweep has neither
+        if not out[key]:
+            del out[key]
     return out
 
 

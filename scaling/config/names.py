@@ -10,10 +10,18 @@ from dataclasses import dataclass
 class Optimizer:
     """What the rest of the suite asks of an optimizer family: the scalars its optax factory
     takes (scaling.train.optimizers, one program per family, these are per-run data), and
-    whether it is adaptive (Adam's second moment: betas and eps, a preconditioned metric)."""
+    whether it is adaptive (Adam's second moment: betas and eps, a preconditioned metric).
+
+    decay_timescale: its weight decay shrinks the weights by (1 - eta lambda) per step whatever
+    the gradient, so 1 / (eta lambda) steps is the decay's timescale and the timescale rule
+    applies: adamw (decoupled), and sgd, momentum and nesterov, where L2 on the gradient is the
+    same shrink (momentum stretches the timescale by a constant 1 / (1 - momentum)). Not adam:
+    its L2 term passes through the second-moment preconditioner.
+    """
 
     hyperparams: tuple[str, ...]
     adaptive: bool = False
+    decay_timescale: bool = True
 
     @property
     def uses_momentum(self) -> bool:
@@ -24,7 +32,8 @@ OPTIMIZER_TABLE: dict[str, Optimizer] = {
     "sgd": Optimizer(("learning_rate", "weight_decay")),
     "momentum": Optimizer(("learning_rate", "momentum", "weight_decay")),
     "nesterov": Optimizer(("learning_rate", "momentum", "weight_decay")),
-    "adam": Optimizer(("learning_rate", "b1", "b2", "eps", "weight_decay"), adaptive=True),
+    "adam": Optimizer(("learning_rate", "b1", "b2", "eps", "weight_decay"), adaptive=True,
+                      decay_timescale=False),
     "adamw": Optimizer(("learning_rate", "b1", "b2", "eps", "weight_decay"), adaptive=True),
 }
 OPTIMIZERS = tuple(OPTIMIZER_TABLE)
@@ -33,6 +42,8 @@ HYPERPARAMS: dict[str, tuple[str, ...]] = {k: o.hyperparams for k, o in OPTIMIZE
 SCHEDULES = ("constant", "linear", "cosine")
 LR_MODES = ("grid", "rule", "centered")
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale", "surge")
+B2_RULES = ("half_life",)  # optimizer.b2_rule (scaling.config.optimizer)
+WEIGHT_DECAY_RULES = ("timescale",)  # optimizer.weight_decay_rule
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaling.config import targets as targets_mod
+from scaling.config.optimizer import AXES, OptimizerConfig, grid_axes  # noqa: F401 (the schema's)
 
 
 @dataclass
@@ -44,35 +45,6 @@ class ModelConfig:
     norm: str = "default"
     ghost_size: int = 32
     kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class OptimizerConfig:
-    """Optimizer family and its scalars; the scalars are data (vmapped), the family is not.
-
-    momentum, weight_decay and b2 may each be a list: a grid axis (every combination of the
-    listed values is a run, next to the learning rates and seeds; see `grid_axes`).
-    """
-
-    name: str = "sgd"
-    momentum: float | list[float] = 0.9
-    weight_decay: float | list[float] = 0.0
-    b1: float = 0.9
-    b2: float | list[float] = 0.999
-    eps: float = 1e-8
-
-
-# Optimizer scalars that may be grid axes: each with its run-id label and its accepted range.
-AXES: dict[str, tuple[str, Any, str]] = {
-    "momentum": ("mom", lambda v: 0 <= v < 1, "0 <= momentum < 1"),
-    "weight_decay": ("wd", lambda v: v >= 0, ">= 0"),
-    "b2": ("b2", lambda v: 0 <= v < 1, "0 <= b2 < 1"),
-}
-
-
-def grid_axes(o: OptimizerConfig) -> dict[str, list[float]]:
-    """The list-valued optimizer scalars, in AXES order: the grid's extra axes."""
-    return {k: getattr(o, k) for k in AXES if isinstance(getattr(o, k), list)}
 
 
 @dataclass
@@ -394,6 +366,8 @@ class Config:
     gns: GNSConfig = field(default_factory=GNSConfig)
     log: LogConfig = field(default_factory=LogConfig)
     branch: BranchConfig = field(default_factory=BranchConfig)
+    scale: dict[str, list[Any]] = field(default_factory=dict)  # key -> values (config.scale)
+    cell: dict[str, Any] | None = None  # which cell of a scale sweep this folder is
 
     @property
     def reading_extension(self) -> float:

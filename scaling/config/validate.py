@@ -7,6 +7,7 @@ import importlib.util
 from typing import Any
 
 from scaling.config import names, targets as targets_mod
+from scaling.config.optimizer_rules import validate_rules
 from scaling.config.schema import AXES, Config, EvalConfig, LearningRateConfig, ScheduleConfig
 from scaling.config.validate_batch import validate_batch, validate_branch, validate_schedules
 from scaling.errors import ConfigError, need
@@ -146,6 +147,7 @@ def _validate_optimizer(cfg: Config) -> None:
     need(cfg.optimizer.name in names.OPTIMIZERS, "optimizer.name", cfg.optimizer.name,
          f"one of {', '.join(names.OPTIMIZERS)}")
     _validate_axes(cfg)
+    validate_rules(cfg)
     need(0 <= cfg.optimizer.b1 < 1, "optimizer.b1", cfg.optimizer.b1, "0 <= b1 < 1")
     need(cfg.optimizer.eps > 0, "optimizer.eps", cfg.optimizer.eps, "> 0")
 

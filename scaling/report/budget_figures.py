@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from scaling.analysis.laws import target_points
 from scaling.formatting import number
 from scaling.report.budget_report import sci
 from scaling.report.style import RULE_COLOURS, colour, geom, pyplot, save
@@ -136,19 +137,19 @@ def _budget(cell: dict) -> float | None:
     return cell.get("tokens") if positive(cell.get("tokens")) else cell.get("examples")
 
 
-def _law_line(ax: Any, law: dict, params: float | None, budgets: list[float], c: str) -> None:
+def _law_line(ax: Any, law: dict, params: float | None, budgets: list[float], c: str,
+              style: str = "-") -> None:
     exps = law.get("exponents") or {}
     if law.get("coefficient") is None:
         return
     xs = geom(min(budgets) / 1.3, max(budgets) * 1.3, 50)
     scale = params ** exps["params"] if exps.get("params") is not None and params else 1.0
     ax.plot(xs, [law["coefficient"] * scale * x ** (exps.get("tokens") or 0.0) for x in xs],
-            "-", color=c, lw=1.2)
+            style, color=c, lw=1.2)
 
 
 def _panel(ax: Any, cells: list[dict], law: dict | None, key: str, label: str) -> None:
-    sizes = sorted({c.get("params") for c in cells}, key=lambda v: v or 0)
-    for i, n in enumerate(sizes):
+    for i, n in enumerate(_sizes(cells)):
         mine = sorted((c for c in cells if c.get("params") == n and
                        positive((c.get("optimum") or {}).get(key))), key=_budget)
         if not mine:
@@ -200,5 +201,64 @@ def optima_vs_budget(analysis: dict, path: Path) -> Path | None:
     axes[2].set_ylabel(f"final {fb.get('metric')} at the optimum")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle("Fixed-budget optima against the budget, one colour per model size")
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def _sizes(cells: list[dict]) -> list[float | None]:
+    return sorted({c.get("params") for c in cells}, key=lambda v: v or 0)
+
+
+def _b_crit_points(ax: Any, points: list[dict], law: dict | None, sizes: list) -> None:
+    """Each (cell, target)'s B_crit (95% interval) against its E_min, a colour per N."""
+    for i, n in enumerate(sizes):
+        mine = sorted((p for p in points if p.get("params") == n), key=_budget)
+        if not mine:
+            continue
+        y = [p["b_crit"]["value"] for p in mine]
+        ci = [p["b_crit"].get("ci") or [v, v] for p, v in zip(mine, y)]
+        ax.errorbar([_budget(p) for p in mine], y, fmt="o", color=colour(i), capsize=3, ms=5,
+                    yerr=[[max(v - lo, 0) for v, (lo, _) in zip(y, ci)],
+                          [max(hi - v, 0) for v, (_, hi) in zip(y, ci)]],
+                    label=f"B_crit, N = {sci(n)}" if n else "B_crit (95% CI)")
+        if law:
+            _law_line(ax, law, n, [_budget(p) for p in points], colour(i))
+
+
+def _b_opt_points(ax: Any, cells: list[dict], law: dict | None, sizes: list) -> None:
+    """Each cell's B_opt against its budget D (open diamonds), its law dashed."""
+    for i, n in enumerate(sizes):
+        mine = sorted((c for c in cells if c.get("params") == n and
+                       positive((c.get("optimum") or {}).get("batch_size"))), key=_budget)
+        if not mine:
+            continue
+        ax.plot([_budget(c) for c in mine], [c["optimum"]["batch_size"] for c in mine], "D",
+                mfc="none", mec=colour(i), ms=7, label=f"B_opt, N = {sci(n)}" if n else "B_opt")
+        if law:
+            _law_line(ax, law, n, [_budget(c) for c in cells], colour(i), "--")
+
+
+def b_crit_vs_data(analysis: dict, path: Path) -> Path | None:
+    """B_crit of every (cell, target) against the data its target needs (E_min), and each
+    cell's B_opt against its budget D, one colour per N, with their laws (B_crit solid, B_opt
+    dashed); None without two B_crit points."""
+    fb = analysis.get("fixed_budget") or {}
+    cells, laws = fb.get("cells") or [], fb.get("laws") or {}
+    points = [p for p in target_points(cells) if positive(_budget(p))]
+    if len(points) < 2:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.4, 5.0))
+    sizes = _sizes(cells)
+    _b_crit_points(ax, points, laws.get("b_crit_data"), sizes)
+    _b_opt_points(ax, [c for c in cells if positive(_budget(c))], laws.get("batch_size"), sizes)
+    ax.set(xscale="log", yscale="log", ylabel=f"batch size ({fb.get('batch_unit')})",
+           xlabel=f"data D ({cells[0].get('budget_unit')}): E_min of the target for B_crit, "
+                  "the budget for B_opt",
+           title="Critical and loss-optimal batch size against the data")
+    _budget_ticks(ax, [_budget(p) for p in points] + [_budget(c) for c in cells
+                                                        if positive(_budget(c))])
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return save(fig, path)

@@ -14,9 +14,16 @@ from scaling.report.budget_report import sci, with_ci
 from scaling.store import atomic_write
 
 LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
-             "batch_size": "optimal batch size B_opt", "loss": "final metric at the optimum", "b_crit": "critical batch size B_crit"}
-CAPTION = ("Each cell's optimum (95% interval) against its budget D, one colour per model size "
-           "N, the measured arg-min (squares) and the fitted law (lines).")
+             "batch_size": "optimal batch size B_opt", "loss": "final metric at the optimum",
+             "b_crit": "critical batch size B_crit (primary target, against the budget)",
+             "b_crit_data": "critical batch size B_crit (every target, against its E_min)"}
+CAPTIONS = {
+    "optima_vs_budget": "Each cell's optimum (95% interval) against its budget D, one colour per "
+                        "model size N, the measured arg-min (squares) and the fitted law (lines).",
+    "b_crit_vs_data": "B_crit of every cell and target (95% interval) against the data the target "
+                      "needs (E_min, its fewest examples or tokens), and each cell's B_opt "
+                      "(diamonds) against its budget, one colour per N, with the fitted laws "
+                      "(B_crit solid, B_opt dashed)."}
 
 
 def _exponent(law: dict, name: str) -> str:
@@ -100,15 +107,16 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines += ["## Figures", ""] if figures else []
     for path in figures:
         rel = Path(os.path.relpath(path, out)).as_posix()
-        lines += [f"![{Path(path).stem}]({rel})", "", CAPTION, ""]
+        lines += [f"![{Path(path).stem}]({rel})", "", CAPTIONS.get(Path(path).stem, ""), ""]
     target = out / "report.md"
     atomic_write(target, "\n".join(lines).rstrip() + "\n")
     return target
 
 
 def write_figures(analysis: dict, folder: Path) -> list[Path]:
-    path = budget_figures.optima_vs_budget(analysis, Path(folder) / "optima_vs_budget.png")
-    return [path] if path else []
+    paths = [budget_figures.optima_vs_budget(analysis, Path(folder) / "optima_vs_budget.png"),
+             budget_figures.b_crit_vs_data(analysis, Path(folder) / "b_crit_vs_data.png")]
+    return [p for p in paths if p]
 
 
 def summary_table(analysis: dict) -> str:

@@ -18,8 +18,10 @@ from scaling.analysis.table import unreached_lines
 from scaling.config import Config, ConfigError, learning_rates, load
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
+from scaling.config.optimizer_rules import weight_decay_tau
 from scaling.formatting import interval, markdown_table, number, percent
 from scaling.report import budget_report
+from scaling.report.hyper_rules import hyper_rules_section
 from scaling.report.lr_rules import lr_conclusion, lr_rules_section
 from scaling.report.tables import best_lr_section
 from scaling.store import atomic_write, read_arithmetic
@@ -68,8 +70,12 @@ def _optimizer(cfg: Config) -> str:
     if family.uses_momentum:
         extra.append(f"momentum {_scalar(o.momentum)}")
     if family.adaptive:
-        extra.append(f"b1 {o.b1:g}, b2 {_scalar(o.b2)}, eps {o.eps:g}")
-    if o.weight_decay:
+        b2 = (f"b2 by the half_life rule from {o.b2:g} at batch {o.b2_ref_batch}" if o.b2_rule
+              else f"b2 {_scalar(o.b2)}")
+        extra.append(f"b1 {o.b1:g}, {b2}, eps {o.eps:g}")
+    if o.weight_decay_rule:
+        extra.append(f"weight decay by the timescale rule (tau {weight_decay_tau(cfg):.4g})")
+    elif o.weight_decay:
         extra.append(f"weight decay {_scalar(o.weight_decay)}")
     return o.name + (f" ({', '.join(extra)})" if extra else "")
 
@@ -339,6 +345,7 @@ def conclusion(analysis: dict) -> list[str]:
     """Plain-language sentences built from the numbers (one bullet each)."""
     sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
     sentences += lr_conclusion(analysis) + budget_report.conclusion(analysis)
+    sentences += [analysis["hyper_rules"]["summary"]] if analysis.get("hyper_rules") else []
     return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
 
 
@@ -348,7 +355,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", "", *in_use.note(analysis)]
     lines += conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
-    steps = [_reading, _fits, best_lr_section, _definitions, _schedules, lr_rules_section]
+    steps = [_reading, _fits, best_lr_section, _definitions, _schedules, lr_rules_section,
+             hyper_rules_section]
     lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]
     lines += _throughput(analysis)
     lines += _figures(out, figures)

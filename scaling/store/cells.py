@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling.errors import ConfigError
+from scaling.formatting import short_number
 from scaling.store.files import write_json
 from scaling.store.rows import positive
 
@@ -23,17 +24,10 @@ def is_cells_folder(out: str | Path) -> bool:
     return (Path(out) / MANIFEST).is_file()
 
 
-def _short(value: float) -> str:
-    """1e+11 -> 1e11, 214663680 -> 2.147e8: a folder name without + or long digits."""
-    mantissa, _, exponent = f"{value:.4g}".partition("e")
-    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
-    return mantissa + (f"e{int(exponent)}" if exponent else "")
-
-
 def cell_name(params: float | None, budget: float | None) -> str:
     """N2.147e8-D1e11: the folder of a cell (N or D left out where unknown)."""
-    parts = ([f"N{_short(params)}"] if positive(params) else []) + \
-        ([f"D{_short(budget)}"] if positive(budget) else [])
+    parts = ([f"N{short_number(params)}"] if positive(params) else []) + \
+        ([f"D{short_number(budget)}"] if positive(budget) else [])
     return "-".join(parts) or "cell"
 
 
@@ -46,13 +40,15 @@ def compute(params: float | None, tokens: float | None) -> tuple[float | None, s
 
 def cell_entry(params: float | None, tokens: float | None, examples: float | None,
                values: dict[str, Any] | None = None,
-               measured: tuple[float, str] | None = None) -> dict[str, Any]:
+               measured: tuple[float | None, str] | None = None,
+               name: str | None = None) -> dict[str, Any]:
     """One cell of the manifest: its folder, N, D in tokens and examples, C and the scale-axis
     values that made it (empty for an import). `measured`: C counted otherwise (e.g. XLA's
-    cost analysis of the step times the steps) and how, in place of 6 N D."""
+    cost analysis of the step times the steps) and how, in place of 6 N D. `name`: the
+    folder's name (a scale sweep's, from its values), else one from N and D."""
     budget = tokens if positive(tokens) else examples
     c, source = measured or compute(params, tokens)
-    name = cell_name(params, budget)
+    name = name or cell_name(params, budget)
     return {"name": name, "folder": f"cells/{name}", "params": params, "tokens": tokens,
             "examples": examples, "budget_unit": "tokens" if positive(tokens) else "examples",
             "compute": c, "compute_source": source, "values": dict(values or {})}

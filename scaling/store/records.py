@@ -25,7 +25,8 @@ def run_config(cfg: Config, run_id: str, batch_size: int, spec: RunSpec, *, tota
     (a schedule's entry, a branch's point and factor)."""
     c = config_mod.to_dict(cfg)
     return {"run_id": run_id, "task": c["task"], "model": c["model"],
-            "optimizer": {"name": cfg.optimizer.name, **asdict(spec)},
+            "optimizer": {"name": cfg.optimizer.name, **asdict(spec),
+                          **{f"{k}_rule": cfg.optimizer.rule(k) for k in cfg.optimizer.ruled}},
             "schedule": c["schedule"], "batch_size": batch_size,
             "accumulation": cfg.batch.accumulation, "drop_last": cfg.batch.drop_last,
             "budget": c["budget"], "total_steps": total_steps, "warmup_steps": warmup_steps,

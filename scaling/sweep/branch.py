@@ -32,6 +32,7 @@ import numpy as np
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.config import arithmetic
+from scaling.config.optimizer_rules import rule_values
 from scaling.store.records import run_config, run_summary
 from scaling.sweep import progress
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
@@ -87,7 +88,8 @@ def from_run(cfg: Config, run_dir: Path) -> Config:
                           f"the config names {cfg.optimizer.name!r}")
     data["branch"].update(batch_size=run["batch_size"], learning_rate=run["learning_rate"])
     data["seeds"] = [run["seed"]]
-    data["optimizer"].update({k: run["optimizer"][k] for k in config_mod.AXES})
+    data["optimizer"].update({k: run["optimizer"][k] for k in config_mod.AXES
+                              if k not in cfg.optimizer.ruled})  # a rule sets those again
     return config_mod.from_dict(data)
 
 
@@ -324,8 +326,11 @@ class _Branches:
         return count
 
     def spec(self, b: Branch) -> RunSpec:
-        """A branch's scalars: its base run's, at the branch's learning rate."""
-        return dataclasses.replace(self.base_runs[b.seed].spec, learning_rate=b.learning_rate)
+        """A branch's scalars: its base run's at the branch's learning rate, with beta2 and the
+        weight decay the optimizer's rules give at its batch size (D: the base's budget)."""
+        budget = self.p.base.specs[self.p.plan.base_batch][1].examples
+        return dataclasses.replace(self.base_runs[b.seed].spec, learning_rate=b.learning_rate,
+                                   **rule_values(self.p.cfg, b.batch_size, b.learning_rate, budget))
 
     def run_config(self, b: Branch) -> dict[str, Any]:
         program, cfg = self.program(b.factor), self.p.cfg
@@ -355,6 +360,21 @@ def describe(p: Prepared) -> str:
     groups = p.plan.groups()
     done = sum(all(store.is_done(p.out / BRANCHES, b.run_id) for b in runs) for _, _, runs in groups)
     arith = arithmetic.format_table([p.base.specs[p.plan.base_batch][1]])
-    return "\n".join([p.plan.describe(), "", arith, "",
+    return "\n".join([p.plan.describe(), *_rule_lines(p), "", arith, "",
                       f"base runs: {base_done} of {len(p.base.planned)} done; branch groups: "
                       f"{done} of {len(groups)} done ({sum(len(r) for *_, r in groups)} branches)"])
+
+
+def _rule_lines(p: Prepared) -> list[str]:
+    """What the optimizer's rules set at each factor and learning rate (none without rules)."""
+    if not p.cfg.optimizer.ruled:
+        return []
+    budget, plan = p.base.specs[p.plan.base_batch][1].examples, p.plan
+    out = [f"optimizer rules at the branches (D = {budget:,} examples, the base's budget):"]
+    for k in plan.trained_factors:
+        size = k * plan.base_batch
+        cells = [f"lr {lr:.4g}: " + ", ".join(f"{name} {v:.6g}" for name, v in
+                                             rule_values(p.cfg, size, lr, budget).items())
+                 for lr in (plan.learning_rate(k, f) for f in plan.lr_grid)]
+        out.append(f"  k={k} (batch {size}): " + "; ".join(cells))
+    return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from scaling.config import AXES, Config, ConfigError, centered_lr, grid_axes, learning_rates
+from scaling.config.optimizer_rules import budget_examples, rule_values
 from scaling.sweep import search
 from scaling.train.spec import RunSpec
 
@@ -70,14 +71,18 @@ def batch_learning_rates(cfg: Config, batch_size: int, rounds: list[dict[str, An
 def runs_for(cfg: Config, batch_size: int, rates: Iterable[float],
              schedule: str | None = None) -> list[PlannedRun]:
     """One batch size's (or schedule's) runs: learning rates x seeds x every combination of the
-    axes' values. A scheduled run's id starts `sched-<name>` instead of `bs<B>`."""
+    axes' values. A scheduled run's id starts `sched-<name>` instead of `bs<B>`. The
+    optimizer's batch-size rules (b2_rule, weight_decay_rule) set their scalars here, for
+    every caller (D: the budget at `batch_size`, a schedule's first)."""
     o = cfg.optimizer
     axes = grid_axes(o)
+    examples = budget_examples(cfg, batch_size) if o.ruled else 0
     runs = []
     for lr in rates:
+        ruled = rule_values(cfg, batch_size, lr, examples)
         for seed in cfg.seeds:
             for values in itertools.product(*axes.values()):
-                scalars = {**{k: getattr(o, k) for k in AXES}, **dict(zip(axes, values))}
+                scalars = {**{k: getattr(o, k) for k in AXES}, **dict(zip(axes, values)), **ruled}
                 spec = RunSpec(lr, seed, b1=o.b1, eps=o.eps, **scalars)
                 rid = run_id(batch_size, spec, axes)
                 if schedule is not None:

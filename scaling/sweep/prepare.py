@@ -7,6 +7,7 @@ different config is refused here, with what differs and how to extend a sweep on
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,10 @@ from scaling.train.spec import GroupSpec, group_spec
 
 # Sections that may change between invocations into one folder: the grid's axes (which may grow
 # freely, as may list-valued optimizer scalars, config.AXES: see _differences), the analysis,
-# and knobs that do not change results. Any other change makes earlier runs incomparable.
+# knobs that do not change results, and a scale cell's record (what it follows from is checked).
+# Any other change makes earlier runs incomparable.
 GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", "name", "analysis",
-             "data", "log", "branch")
+             "data", "log", "branch", "cell")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -43,7 +45,9 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, An
     new_precision = precision.here(new["train"]["precision"])
     if old_precision != new_precision:
         out.append(("train.precision", old_precision, new_precision))
-    old_opt, new_opt = dict(old.get("optimizer") or {}), dict(new["optimizer"])
+    # A key a folder's sweep.yaml lacks did not exist when it was written: it had its default.
+    old_opt = {**dataclasses.asdict(config_mod.OptimizerConfig()), **(old.get("optimizer") or {})}
+    new_opt = dict(new["optimizer"])
     for k in config_mod.AXES:
         if isinstance(old_opt.get(k), list) or isinstance(new_opt.get(k), list):
             old_opt.pop(k, None)

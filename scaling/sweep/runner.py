@@ -16,10 +16,11 @@ from typing import Any
 
 from scaling import config as config_mod, store
 from scaling.config import Config
+from scaling.config import optimizer_rules
 from scaling.config.arithmetic import for_config, format_table
 from scaling.store.cost import cost, cost_line
 from scaling.sweep import progress, search, segments
-from scaling.sweep.grid import expand
+from scaling.sweep.grid import PlannedRun, expand
 from scaling.sweep.prepare import Prepared, prepare
 from scaling.sweep.session import Session
 from scaling.train import memory
@@ -34,14 +35,15 @@ def describe(p: Prepared) -> str:
     arith = [p.specs[size][1] for size in sorted(p.specs)]
     schedules = [segments.describe(p.cfg, s, p.data_shards) for s in p.cfg.batch.schedules
                  if p.batch_sizes is None]
-    lines = [format_table(arith), *schedules, "",
+    lines = [format_table(arith), *schedules, *optimizer_rules.describe(p.cfg), "",
              f"groups ({len(p.units)}) and runs in {p.out}:"]
     for unit in p.units:
         runs = p.runs_of(unit)
         done = [store.is_done(p.out, r.run_id) for r in runs]
         lines.append(f"{unit.label} group {unit.index}: {len(runs)} runs, "
                      f"{sum(done)} done, {len(runs) - sum(done)} to train")
-        lines += [f"  {'done ' if d else 'to do'}  {r.run_id}" for r, d in zip(runs, done)]
+        lines += [f"  {'done ' if d else 'to do'}  {r.run_id}{ruled_text(p.cfg, r)}"
+                  for r, d in zip(runs, done)]
     lines += [f"search: batch {r['batch_size']} round {r['round']}, learning rates "
               + ", ".join(f"{lr:.4g}" for lr in r["learning_rates"]) for r in p.rounds]
     device = memory.device_limit(p.cfg.train.memory_limit_gb)
@@ -49,6 +51,12 @@ def describe(p: Prepared) -> str:
         lines.append(f"memory: {device / memory.GB:.3g} GB per device; the sweep compiles each "
                      "batch size's chunk first and cuts its groups further if they do not fit")
     return "\n".join(lines)
+
+
+def ruled_text(cfg: Config, run: PlannedRun) -> str:
+    """The scalars the optimizer's rules gave a run (scaling.config.optimizer_rules), for
+    the --dry-run listing; empty without rules."""
+    return "".join(f", {k} {getattr(run.spec, k):.6g}" for k in cfg.optimizer.ruled)
 
 
 def final_table(p: Prepared) -> str:

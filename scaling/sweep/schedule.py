@@ -25,6 +25,7 @@ import numpy as np
 
 from scaling.config import BatchScheduleConfig
 from scaling.config.arithmetic import Arithmetic
+from scaling.config.optimizer_rules import rule_values
 from scaling.config.targets import crossing
 from scaling.sweep import progress
 from scaling.sweep.grid import PlannedRun
@@ -76,6 +77,7 @@ class _Track:
     steps: int = 0
     examples: int = 0
     path: list[list[int]] = field(default_factory=list)  # [step, examples, batch] per change
+    phases: list[dict[str, Any]] = field(default_factory=list)  # the step and RunSpec per change
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -119,7 +121,8 @@ class ScheduledGroup:
         extra = [{"examples": t.examples,
                   "tokens": None if self.tokens_per_example is None
                   else t.examples * self.tokens_per_example,
-                  "batch_schedule": self.sched.label, "batch_path": t.path}
+                  "batch_schedule": self.sched.label, "batch_path": t.path,
+                  **({"phases": t.phases} if self.cfg.optimizer.ruled else {})}
                  for t in self.tracks]
         sinks = self.session.sinks(self.group, self.arith, "append", _no_count, self.bar)
         summaries = self.session.summaries(
@@ -145,11 +148,11 @@ class ScheduledGroup:
         end = seg.end
         if self.sched.kind == "noise_scale":  # one chunk, then the runs decide
             end = min(seg.end, seg.first + program.spec.chunk_steps)
-        runs = [dataclasses.replace(self.group[m].spec, learning_rate=phase_learning_rate(
-            self.sched, self.group[m].spec.learning_rate, seg.batch_size)) for m in cohort.members]
-        for m in cohort.members:
+        runs = [self.phase_spec(self.group[m].spec, seg.batch_size) for m in cohort.members]
+        for m, run in zip(cohort.members, runs):
             if not self.tracks[m].path or self.tracks[m].path[-1][2] != seg.batch_size:
                 self.tracks[m].path.append([seg.steps_before, seg.examples_before, seg.batch_size])
+                self.tracks[m].phases.append({"step": seg.steps_before, **dataclasses.asdict(run)})
         members = [self.group[m] for m in cohort.members]
         mode = "new" if cohort.source is None else "append"
         sinks = self.session.sinks(members, self.arith, mode, self._count(seg), self.bar)
@@ -163,6 +166,13 @@ class ScheduledGroup:
             raise
         self.compile_s += done.compile_s
         return self._next(cohort, end, self._fold(cohort, seg, done, sinks[0].written), done)
+
+    def phase_spec(self, spec: RunSpec, batch_size: int) -> RunSpec:
+        """A run's scalars at one of its batch sizes: the learning rate by the schedule's rule,
+        beta2 and the weight decay by the optimizer's rules (D: the run's budget)."""
+        lr = phase_learning_rate(self.sched, spec.learning_rate, batch_size)
+        return dataclasses.replace(spec, learning_rate=lr,
+                                   **rule_values(self.cfg, batch_size, lr, self.budget))
 
     def _count(self, seg: Segment) -> Callable[[dict[str, Any]], None]:
         """A cohort's rows counted in the run's own optimizer steps and examples."""

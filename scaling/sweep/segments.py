@@ -100,7 +100,9 @@ def describe(cfg: Config, sched: BatchScheduleConfig, data_shards: int = 1) -> s
     """One schedule's plan for `scaling plan` and --dry-run: each phase's batch, its steps in
     the run's own count and its examples; a noise_scale schedule's rule."""
     budget = for_config(cfg, sched.first_batch, data_shards).examples
-    head = f"schedule {sched.label} ({sched.kind}, learning rate by the {sched.lr_rule} rule):"
+    ruled = " and ".join(cfg.optimizer.ruled)
+    head = (f"schedule {sched.label} ({sched.kind}, learning rate by the {sched.lr_rule} rule"
+            + (f", {ruled} by the optimizer's rules at each batch" if ruled else "") + "):")
     if sched.kind == "noise_scale":
         return (f"{head} from batch {sched.start}, doubling up to {sched.max} whenever a run's "
                 f"B_simple exceeds {sched.multiple:g} x its batch (checked at every chunk "

@@ -37,8 +37,14 @@ def make_optimizer(name: str) -> Callable[..., optax.GradientTransformation]:
 
 def set_learning_rate(opt_state: Any, lr: Any) -> Any:
     """The scheduled learning rate for this step, written where inject_hyperparams reads it."""
+    return set_hyperparams(opt_state, {"learning_rate": lr})
+
+
+def set_hyperparams(opt_state: Any, values: dict[str, Any]) -> Any:
+    """Scalars written where inject_hyperparams reads them, each in its own dtype (a run that
+    goes on at another batch size takes that batch size's beta2 and weight decay)."""
     hyper = dict(opt_state.hyperparams)
-    hyper["learning_rate"] = jnp.asarray(lr, hyper["learning_rate"].dtype)
+    hyper.update({k: jnp.asarray(v, hyper[k].dtype) for k, v in values.items()})
     return opt_state._replace(hyperparams=hyper)
 
 

@@ -22,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from scaling.config.names import HYPERPARAMS
 from scaling.tasks.base import Task
 from scaling.train import measure, reach, throughput
+from scaling.train.optimizers import set_hyperparams
 from scaling.train.reach import Schedule
 from scaling.train.spec import GroupSpec, RunSpec, Status
 from scaling.train.step import RunState, RunStep
@@ -109,9 +110,10 @@ class GroupProgram(RunStep):
         return self._shard_runs(rs._replace(status=jnp.where(pad, Status.PADDING, rs.status)))
 
     def _start_from_fn(self, rs: RunState, take: jax.Array, pad: jax.Array, base_lr: jax.Array,
-                       step: jax.Array, stream: int, carry_noise: bool) -> RunState:
+                       step: jax.Array, stream: int, carry_noise: bool, hparams: dict) -> RunState:
         spec, width = self.spec, take.shape[0]
         src = jax.tree.map(lambda x: jnp.take(x, take, axis=0), rs)
+        src = src._replace(opt_state=set_hyperparams(src.opt_state, hparams))
         fresh = lambda tree: jax.tree.map(lambda x: jnp.broadcast_to(x, (width, *x.shape)), tree)
         data_key, perm = src.data_key, src.perm
         if stream:
@@ -175,7 +177,8 @@ class GroupProgram(RunStep):
         return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
 
     def start_from(self, rs: RunState, take: np.ndarray, pad: np.ndarray, base_lr: np.ndarray,
-                   step: int, stream: int = 0, carry_noise: bool = False) -> RunState:
+                   step: int, stream: int = 0, carry_noise: bool = False,
+                   hparams: dict[str, np.ndarray] | None = None) -> RunState:
         """A group of this program that continues, at its own step `step`, the runs in slots
         `take` of another group's state `rs` (the same task and optimizer family, any batch
         size; `pad` marks padding slots): parameters, optimizer state, parameter average, start
@@ -188,10 +191,13 @@ class GroupProgram(RunStep):
         each run's data key first, so that a run continued at another batch size does not
         replay the examples or noise draws its own earlier steps used. A new permutation is
         drawn for the epoch `step` falls in whenever the stream or the batch size changes.
+        `hparams`: per slot, optimizer scalars that replace the source's (the beta2 and weight
+        decay the optimizer's batch-size rules give at this batch size).
         """
+        hparams = {k: jnp.asarray(v, jnp.float32) for k, v in (hparams or {}).items()}
         return self._start_from(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad),
                                 jnp.asarray(base_lr, jnp.float32), jnp.asarray(step, jnp.int32),
-                                int(stream), bool(carry_noise))
+                                int(stream), bool(carry_noise), hparams)
 
     def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int,
               slots: np.ndarray | None = None, end_step: int | None = None):

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from scaling.config.names import HYPERPARAMS
 from scaling.train.program import GroupProgram
 from scaling.train.repack import Packing
 from scaling.train.spec import RunSpec, Status
@@ -66,9 +67,10 @@ def from_slots(program: GroupProgram, state: RunState, slots: list[int], runs: l
 
     same_program: the state is this program's own and every leaf goes on as it was (a cohort
     that stays at its batch size). Otherwise a new segment (GroupProgram.start_from): the
-    learning rates are the runs', the targets start afresh, the noise-scale estimates carry
-    over only with `carry_noise`, and a non-zero `stream` folds the data key so a run
-    continued at another batch size replays no draws.
+    learning rates and the other optimizer scalars are the runs' (at another batch size the
+    optimizer's rules may give another beta2 or weight decay), the targets start afresh, the
+    noise-scale estimates carry over only with `carry_noise`, and a non-zero `stream` folds
+    the data key so a run continued at another batch size replays no draws.
     """
     wide = width(len(slots), runs_axis)
     take = np.asarray(slots + [slots[0]] * (wide - len(slots)))
@@ -76,6 +78,9 @@ def from_slots(program: GroupProgram, state: RunState, slots: list[int], runs: l
     if same_program:
         rs = program.take(state, take, pad)
     else:
-        lrs = [r.learning_rate for r in runs] + [runs[0].learning_rate] * (wide - len(runs))
-        rs = program.start_from(state, take, pad, np.asarray(lrs), step, stream, carry_noise)
+        padded = runs + [runs[0]] * (wide - len(runs))
+        scalars = {k: np.asarray([getattr(r, k) for r in padded])
+                   for k in HYPERPARAMS[program.spec.optimizer] if k != "learning_rate"}
+        lrs = np.asarray([r.learning_rate for r in padded])
+        rs = program.start_from(state, take, pad, lrs, step, stream, carry_noise, scalars)
     return Start(runs, rs, Packing(len(slots), wide, program.spec.repack, runs_axis), step)
