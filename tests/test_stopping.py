@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from scaling import store
 from scaling.analysis import analyze as A
 from scaling.sweep import runner
 from scaling.sweep.grid import PlannedRun
