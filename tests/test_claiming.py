@@ -255,7 +255,7 @@ def test_sweeps_started_together_on_one_folder_equal_one_sweep(tmp_path, process
     procs = [_sweep(path, out) for _ in range(processes)]
     said = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0] * processes, [err for _, err in said]
-    started = [sum(line.endswith(" steps") and ": started, " in line
+    started = [sum(": started, " in line and " steps" in line
                    for line in err.splitlines()) for _, err in said]
     groups = len(prepare(config(SWEEP, *CONCURRENT), out).units)
     assert groups == 6 and sum(started) == groups, started
