@@ -12,9 +12,17 @@ average (decay 0.9), a different quantity.
 
     python experiments/steps_to_target.py                   # ~25 min on 2 cores
     python experiments/steps_to_target.py --spectra noise   # one spectrum
+    python experiments/steps_to_target.py --search          # the search arm only
 
 Writes results/steps_to_target/{results.json, report.md}; the run files stay under
 results/steps_to_target/<spectrum>/runs (not committed; a rerun resumes them).
+
+The search arm (--search) is the sweep as a user runs it: per spectrum, a coarse grid of five
+rates half a decade apart (0.01 to 1, below the optimum at the large batches), the
+learning-rate search and the stopping of dominated runs on, SEARCH_SEEDS seeds, the default
+reading, B_crit from the analysis (the optimum read between the rates tried) against the
+closed form's optimum over a fine grid up to the stability bound. It writes
+results/steps_to_target/{search.json, search.md}; its runs under <spectrum>-search/runs.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from scaling.analysis import analyze
 from scaling.analysis.nqm_reference import closed_form_b_crit
 from scaling.config.targets import Reach
 from scaling.sweep import runner
-from scaling.tasks.nqm import spectra
+from scaling.tasks.nqm import NQMOptions, spectra
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "steps_to_target"
@@ -62,11 +70,17 @@ DEFAULT = ("smoothed 1.5", "min")
 BOOTSTRAP = 200
 
 
+COARSE_LRS = [0.01, 0.0316228, 0.1, 0.316228, 1.0]
+SEARCH_SEEDS = [0, 1, 2]
+
+
 def sweep_config(name: str, task: dict, targets: list[str]) -> config_mod.Config:
+    """Every rate of the grid trained to the budget (no search: the grids are cut afterwards)."""
     return config_mod.from_dict({
         "name": f"steps_to_target-{name}", "task": {"name": "nqm", **task},
         "optimizer": {"name": "sgd"}, "schedule": {"name": "constant"},
-        "batch": {"sizes": SIZES}, "learning_rate": {"values": LRS}, "seeds": SEEDS,
+        "batch": {"sizes": SIZES}, "learning_rate": {"values": LRS, "search": False},
+        "seeds": SEEDS,
         "budget": {"max_steps": MAX_STEPS}, "targets": targets,
         "eval": {"every": 2, "points_per_decade": 20, "ema_decay": EMA_DECAY},
         "train": {"chunk_steps": 500, "stop_at_targets": False},
@@ -104,14 +118,75 @@ def measure(table: list[dict], target: str, sizes: list[int], lrs: list[float], 
     return (fit["b_crit"], fit["b_crit_ci"]) if fit else (None, None)
 
 
-def study(name: str) -> dict:
-    task, fractions, about = SPECTRA[name]
+def search_config(name: str, task: dict, targets: list[str]) -> config_mod.Config:
+    """The sweep as a user runs it: a coarse grid, the search and stopping on (the defaults)."""
+    return config_mod.from_dict({
+        "name": f"steps_to_target-{name}-search", "task": {"name": "nqm", **task},
+        "optimizer": {"name": "sgd"}, "schedule": {"name": "constant"},
+        "batch": {"sizes": SIZES}, "learning_rate": {"values": COARSE_LRS},
+        "seeds": SEARCH_SEEDS, "budget": {"max_steps": MAX_STEPS}, "targets": targets,
+        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 500},
+        "parallel": {"data": 1, "runs": 1}, "gns": {"enabled": False}})
+
+
+def _targets(name: str) -> tuple[NQMOptions, list[float], list[str]]:
+    """A spectrum's NQM options, its targets' values and their names."""
+    task, fractions, _ = SPECTRA[name]
     options = config_mod.from_dict({"task": {"name": "nqm", **task}, "budget": {"max_steps": 1},
                                     "learning_rate": {"values": [0.1]}}).task.options
     h, _ = spectra(options)
     start_loss = 0.5 * float(np.sum(h)) * options.init_scale ** 2
     values = [f * start_loss for f in fractions]
-    names = [f"eval_loss<={v:.6g}" for v in values]
+    return options, values, [f"eval_loss<={v:.6g}" for v in values]
+
+
+def search_arm(name: str) -> dict:
+    """The search arm of one spectrum: per target, B_crit and its interval against the fine
+    closed form, with the runs and examples trained."""
+    options, values, names = _targets(name)
+    out = OUT / f"{name}-search"
+    runner.run(search_config(name, SPECTRA[name][0], names), out, quiet=True)
+    result = analyze.analyze(out, bootstrap=BOOTSTRAP)
+    records = store.load(out)
+    rows = []
+    for t, value in zip(result["targets"], values):
+        rows.append({"target": t["name"], "b_crit": _round(t["b_crit"]),
+                     "ci": t["b_crit_ci"] and [_round(v) for v in t["b_crit_ci"]],
+                     "exact_fine": _round(closed_form_b_crit(options, SIZES, value,
+                                                             MAX_STEPS)["b_crit"])})
+    return {"spectrum": name, "runs": len(records), "train_s": round(store.training_seconds(records), 1),
+            "examples": int(sum(r["summary"]["examples"] for r in records)),
+            "cost": result.get("cost"), "rows": rows}
+
+
+def _text(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.3f}"
+
+
+def search_markdown(results: list[dict]) -> str:
+    lines = ["# Steps to target with the learning-rate search", "",
+             "Generated by `python experiments/steps_to_target.py --search`. Per spectrum one "
+             f"sweep as a user runs it: batch sizes {SIZES[0]}..{SIZES[-1]}, a first grid of "
+             f"{len(COARSE_LRS)} rates {COARSE_LRS[0]:g}..{COARSE_LRS[-1]:g} half a decade apart, "
+             "the search and the stopping of dominated runs on (the defaults), "
+             f"{len(SEARCH_SEEDS)} seeds, the default reading. Exact: the closed form's fewest "
+             "steps over a fine grid up to the stability bound.", "",
+             "| spectrum | target | B_crit [95% CI] | exact (fine) | ratio | runs | "
+             "examples trained | training |", "|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        for r in res["rows"]:
+            ratio = _text(r["b_crit"] / r["exact_fine"] if r["b_crit"] and r["exact_fine"] else None)
+            ci = f" [{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]" if r["ci"] else ""
+            found = "-" if r["b_crit"] is None else f"{r['b_crit']:.4g}{ci}"
+            lines.append(f"| {res['spectrum']} | {r['target']} | {found} | "
+                         f"{r['exact_fine']:.4g} | {ratio} | {res['runs']} | "
+                         f"{res['examples']:,} | {res['train_s'] / 60:.1f} min |")
+    return "\n".join(lines + [""])
+
+
+def study(name: str) -> dict:
+    task, fractions, about = SPECTRA[name]
+    options, values, names = _targets(name)
     out = OUT / name
     runner.run(sweep_config(name, task, names), out, quiet=True)
     refs = references(options, values)
@@ -208,7 +283,16 @@ def markdown(results: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spectra", nargs="+", choices=list(SPECTRA), default=list(SPECTRA))
+    parser.add_argument("--search", action="store_true",
+                        help="run the search arm only (search.json, search.md)")
     args = parser.parse_args(argv)
+    if args.search:
+        found = [search_arm(name) for name in args.spectra]
+        store.atomic_write(OUT / "search.json", store.dumps(found) + "\n")
+        text = search_markdown(found)
+        store.atomic_write(OUT / "search.md", text)
+        print(text)
+        return 0
     results = [study(name) for name in args.spectra]
     store.atomic_write(OUT / "results.json", store.dumps(results) + "\n")
     text = markdown(results)

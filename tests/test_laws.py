@@ -140,3 +140,13 @@ def test_b_crit_against_the_data_its_target_needs():
     assert law["num_cells"] == 6 and law["coefficient"] == pytest.approx(0.2)
     assert law["exponents"] == pytest.approx({"params": 0.0, "tokens": 0.6}, abs=1e-9)
     assert laws["b_crit"] is None  # no cell has a primary target's B_crit
+
+
+def test_a_b_crit_beyond_the_batch_sizes_tried_is_left_out_and_counted():
+    cells = [_timed_cell(n, 1e4, [("loss<=3", 50.0), ("loss<=2", 200.0)]) for n in (1e6, 8e6)]
+    for c in cells:
+        c["per_batch"] = [{"batch_size": b} for b in (1, 4, 16)]
+    cells[0]["b_crit_targets"][1]["ci"] = [20.0, 4e16]  # no finite B_crit in some draws
+    law = fit_laws(cells, [None] * 2, 100, np.random.default_rng(0))["b_crit_data"]
+    assert law["num_cells"] == 3
+    assert law["left_out"]["points"].startswith("1 of 4: B_crit or its interval beyond 8x")

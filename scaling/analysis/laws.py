@@ -17,7 +17,8 @@ where targets were given, B_crit, each as y = coefficient x params^a x tokens^b.
   fewest examples, in tokens where counted), as McCandlish et al. 2018 and Power Lines
   (Bergsma et al. 2025) read B_crit against D (target_points). The bootstrap of
   `b_crit_data` resamples the points, though one N's targets share its runs: its interval is
-  the narrower for it.
+  the narrower for it. Either leaves out a B_crit whose value or interval lies beyond
+  EXTRAPOLATION x the largest batch size its cell tried (`left_out.points` counts them).
 - Beside each law: the law in each variable alone (`alone`; Step Law and Power Lines fit the
   batch size against D only) and the same fits of the measured arg-min of each cell
   (`argmin`), which show what reading the optimum between grid points changes.
@@ -33,6 +34,7 @@ from scaling.analysis.fixed_budget import interval95
 from scaling.store.rows import positive
 
 MIN_RANGE = 2.0
+EXTRAPOLATION = 8.0  # a B_crit beyond this x the largest batch size tried is left out
 VARIABLES = ("params", "tokens")
 # Each law's quantity: its key in a cell's optimum and its row in the cell's draws.
 QUANTITIES = {"learning_rate": ("learning_rate", 1), "batch_size": ("batch_size", 0),
@@ -150,15 +152,36 @@ def _lognormal(value: float, ci: list[float] | None, num: int,
     return value * np.exp(sigma * rng.standard_normal(num))
 
 
+def largest_batch(cell: dict) -> float | None:
+    """The largest batch size a cell tried (None where its entry does not say)."""
+    sizes = [p["batch_size"] for p in cell.get("per_batch") or []]
+    return max(sizes) if sizes else None
+
+
+def extrapolated(b_crit: dict, largest: float | None) -> bool:
+    """Whether a B_crit, or its interval, lies beyond EXTRAPOLATION x the largest batch size
+    tried: there the trade-off fit extrapolates, and an interval that runs off to 1e16 (no
+    finite B_crit in some draws) says only that B_crit is large."""
+    top = max([b_crit["value"], *(b_crit.get("ci") or [])])
+    return largest is not None and top > EXTRAPOLATION * largest
+
+
 def _b_crit_law(cells: list[dict], num: int, rng: np.random.Generator,
                 quantity: str = "b_crit") -> dict | None:
-    timed = [c for c in cells if positive((c.get("b_crit") or {}).get("value"))]
+    found = [c for c in cells if positive((c.get("b_crit") or {}).get("value"))]
+    timed = [c for c in found if not extrapolated(c["b_crit"], c.get("largest_batch",
+                                                                      largest_batch(c)))]
     if len(timed) < 2:
         return None
     values = np.array([c["b_crit"]["value"] for c in timed])
     draws = np.array([_lognormal(c["b_crit"]["value"], c["b_crit"].get("ci"), num, rng)
                       for c in timed])
-    return fit_law(quantity, timed, values, draws, rng)
+    law = fit_law(quantity, timed, values, draws, rng)
+    if len(timed) < len(found):
+        law["left_out"]["points"] = (
+            f"{len(found) - len(timed)} of {len(found)}: B_crit or its interval beyond "
+            f"{EXTRAPOLATION:g}x the largest batch size tried (extrapolated)")
+    return law
 
 
 def target_points(cells: list[dict]) -> list[dict]:
@@ -176,7 +199,7 @@ def target_points(cells: list[dict]) -> list[dict]:
                 points[c.get("params"), t["target"]] = {
                     "name": f"{c.get('name')} {t['target']}", "cell": c.get("name"),
                     "target": t["target"], "params": c.get("params"), "examples": t["e_min"],
-                    "tokens": per and t["e_min"] * per,
+                    "tokens": per and t["e_min"] * per, "largest_batch": largest_batch(c),
                     "b_crit": {"value": t["value"], "ci": t.get("ci")}}
     return list(points.values())
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from scaling.analysis.laws import target_points
+from scaling.analysis.laws import EXTRAPOLATION, extrapolated, target_points
 from scaling.formatting import number
 from scaling.report.budget_report import sci
 from scaling.report.style import RULE_COLOURS, colour, geom, pyplot, save
@@ -210,9 +210,16 @@ def _sizes(cells: list[dict]) -> list[float | None]:
 
 
 def _b_crit_points(ax: Any, points: list[dict], law: dict | None, sizes: list) -> None:
-    """Each (cell, target)'s B_crit (95% interval) against its E_min, a colour per N."""
+    """Each (N, target)'s B_crit (95% interval) against its E_min, a colour per N; those the
+    law leaves out (extrapolated past the batch sizes tried) as crosses at a capped height."""
     for i, n in enumerate(sizes):
         mine = sorted((p for p in points if p.get("params") == n), key=_budget)
+        out = [p for p in mine if extrapolated(p["b_crit"], p["largest_batch"])]
+        if out:
+            ax.plot([_budget(p) for p in out], [min(p["b_crit"]["value"], EXTRAPOLATION *
+                                                    p["largest_batch"]) for p in out],
+                    "x", color=colour(i), ms=7)
+        mine = [p for p in mine if p not in out]
         if not mine:
             continue
         y = [p["b_crit"]["value"] for p in mine]
@@ -252,6 +259,8 @@ def b_crit_vs_data(analysis: dict, path: Path) -> Path | None:
     sizes = _sizes(cells)
     _b_crit_points(ax, points, laws.get("b_crit_data"), sizes)
     _b_opt_points(ax, [c for c in cells if positive(_budget(c))], laws.get("batch_size"), sizes)
+    ax.plot([], [], "x", color="0.3",
+            label=f"B_crit left out (beyond {EXTRAPOLATION:g}x the largest batch tried)")
     ax.set(xscale="log", yscale="log", ylabel=f"batch size ({fb.get('batch_unit')})",
            xlabel=f"data D ({cells[0].get('budget_unit')}): E_min of the target for B_crit, "
                   "the budget for B_opt",

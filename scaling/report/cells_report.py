@@ -59,6 +59,14 @@ def laws_table(analysis: dict) -> list[str]:
                            "measured arg-min: exponents", "rms log residual", "cells"], rows)
 
 
+def _points_left_out(analysis: dict) -> list[str]:
+    """Which B_crit readings a law left out, and why."""
+    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    notes = [f"- {LAW_NAMES.get(name, name)}: left out {law['left_out']['points']}."
+             for name, law in laws.items() if law and (law.get("left_out") or {}).get("points")]
+    return [""] + notes if notes else []
+
+
 def _cells_table(analysis: dict) -> list[str]:
     rows = []
     for c in analysis["fixed_budget"]["cells"]:
@@ -100,7 +108,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines = [f"# Scaling laws: {analysis['sweep']['name']}", "", *in_use.note(analysis),
              f"{analysis['sweep']['cells']} cells, {number(analysis['sweep']['num_runs'])} runs.",
              "", "## Laws across the cells", ""] + _method(analysis) + laws_table(analysis) + \
-        ["", "## Cells", ""] + _cells_table(analysis) + [""]
+        _points_left_out(analysis) + ["", "## Cells", ""] + _cells_table(analysis) + [""]
     imported = budget_report.import_lines(out)
     if imported:
         lines += ["## Source", ""] + imported + [""]
