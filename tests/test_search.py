@@ -226,6 +226,18 @@ def test_a_clearly_slower_rate_is_dominated_and_the_best_and_neighbours_are_not(
         (0.01, 0), (0.01, 1), (1.0, 0), (1.0, 1), (3.0, 0)}  # ... but stays the best's neighbour
 
 
+def test_with_rounds_left_a_far_neighbour_is_not_kept():
+    """Neighbours kept only within a factor 1.25 in rate (a search with rounds left puts a
+    midpoint between the best and a farther one): 0.03, 3.3x below the best, stops too; 0.12,
+    1.2x above it, stays."""
+    runs = _runs({0.01: [Censored(400.0)], 0.03: [Censored(400.0)], 0.1: [100.0],
+                  0.12: [Censored(300.0)], 0.3: [Censored(300.0)]})
+    stop = lambda near: [r.learning_rate for r, s in
+                         zip(runs, S.dominated(runs, ["t"], 0.1, near)) if s]
+    assert stop(None) == [0.01, 0.3]
+    assert stop(1.25) == [0.01, 0.03, 0.3]
+
+
 def test_nothing_stops_before_some_rate_reached_every_target():
     runs = _runs({0.1: [100.0, Censored(90.0)], 1.0: [Censored(900.0)] * 2})
     assert not any(S.dominated(runs, ["t"], 0.0))

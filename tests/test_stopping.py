@@ -75,7 +75,7 @@ def _run(lr: float, seed: int) -> PlannedRun:
     return PlannedRun(f"bs8-lr{lr}-seed{seed}", 8, RunSpec(lr, seed))
 
 
-def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_go_on():
+def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_go_on(tmp_path):
     """Rows worked by hand, rule `first`: at 0.1 both seeds reach 0.3 at step 10; at 0.03, still
     above it at step 40 (a lower bound of 40 > 1.1 x 10); 0.01 and 0.03 are not the best's
     neighbours once 0.05 has been tried, so only the best's neighbours and itself go on."""
@@ -85,7 +85,7 @@ def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_g
                  "steps_to_target": {"eval_loss<=0.3": steps}}
             for lr, steps in ((0.05, 12.0), (0.1, 10.0), (0.3, 11.0)) for s in (0, 1)}
     others = [(_run(lr, 0), s) for lr, s in done.items()] + [(_run(lr, 1), s) for lr, s in done.items()]
-    stopper = Dominance(cfg, None, group, others)
+    stopper = Dominance(cfg, tmp_path, group, others)
     rows = [{"step": step, "eval_loss": 1.0} for step in (0, 20, 40)]
     stopper.rows([rows] * 4, 0.0, 4)
     assert stopper.decide([True] * 4).tolist() == [True, True, True, True]

@@ -235,28 +235,34 @@ def searched_rates(first: list[float], records: list[dict[str, Any]],
 # ---------------------------------------------------------------- stopping what cannot win
 
 
-def _kept(row: list[Cell], margin: float) -> set[str]:
+def _kept(row: list[Cell], margin: float, near: float | None) -> set[str]:
     """The rates one target needs to go on: every cell whose lower bound is within the margin
     of the best's mean (it may still win), and each one's neighbours (the parabola's points
-    around whichever wins); every rate while no cell has reached the target."""
+    around whichever wins) within a factor `near` in rate of it (None: any); every rate while
+    no cell has reached the target."""
     best = best_index(row)
     if best is None:
         return {rate_key(c.learning_rate) for c in row}
     limit = row[best].mean * (1 + margin)
     alive = [i for i, c in enumerate(row) if c.bound <= limit]
-    near = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(row)}
-    return {rate_key(row[j].learning_rate) for j in near}
+    close = lambda i, j: near is None or max(row[i].learning_rate / row[j].learning_rate,
+                                             row[j].learning_rate / row[i].learning_rate) <= near
+    kept = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(row) and close(i, j)}
+    return {rate_key(row[j].learning_rate) for j in kept}
 
 
-def dominated(runs: list[RunReading], targets: list[str], margin: float) -> list[bool]:
+def dominated(runs: list[RunReading], targets: list[str], margin: float,
+              near: float | None = None) -> list[bool]:
     """Per run of `runs` (every run of one batch size, finished ones included, so the cells
     and their neighbours are whole), whether it may stop now: it is running, and at every
     target a lower bound of its rate's mean steps over seeds (seeds not yet there counted at
     their Censored bound) exceeds the best rate's mean by more than `margin` (relative), and
-    it is no neighbour of a rate that may still win. Never the best or its neighbours."""
+    it is no neighbour of a rate that may still win. Never the best or its neighbours; with
+    `near`, neighbours count only within that factor in rate: a search with rounds left
+    places a midpoint between a farther one and the best, so the parabola never needs it."""
     keep: set[str] = set()
     for target in targets:
-        keep |= _kept(cells(runs, target), margin)
+        keep |= _kept(cells(runs, target), margin, near)
     return [r.running and rate_key(r.learning_rate) not in keep for r in runs]
 
 

@@ -38,6 +38,17 @@ def diverged(rows: list[dict[str, Any]], factor: float) -> bool:
     return last is None or not math.isfinite(last) or last > factor * losses[0]
 
 
+def neighbours_needed_within(cfg: Config, out: Any, batch_size: int) -> float | None:
+    """How close in rate a neighbour of a rate that may still win must be to be kept running:
+    learning_rate.resolution while the batch size's search has rounds left (a farther one gets
+    a midpoint in the next round), else None (every neighbour: the last bracket's parabola
+    needs them)."""
+    if not search.searched(cfg):
+        return None
+    done = len(search.rounds_of(store.read_rounds(out), batch_size))
+    return cfg.learning_rate.resolution if done < cfg.learning_rate.max_rounds else None
+
+
 class Dominance(Sink):
     """One group's runs watched for domination; `others` are the summaries of the batch size's
     runs that trained in other groups (earlier rounds, other groups of a split batch size)."""
@@ -48,6 +59,7 @@ class Dominance(Sink):
         self.kept: list[list[dict[str, Any]]] = [[] for _ in group]
         self.stopped = np.zeros(len(group), bool)
         self.others = [(axes_key(r), search.reading(s, cfg.targets)) for r, s in others]
+        self.near = neighbours_needed_within(cfg, out, group[0].batch_size)
 
     def start(self, first_step: int) -> None:
         """A group resumed from a checkpoint reads its rows up to it, as its writer does."""
@@ -74,7 +86,7 @@ class Dominance(Sink):
             readings = [self.reading(i, bool(running[i])) for i in mine]
             others = [reading for k, reading in self.others if k == key]
             verdict = search.dominated(others + readings, self.cfg.targets,
-                                       self.cfg.train.dominated_margin)[len(others):]
+                                       self.cfg.train.dominated_margin, self.near)[len(others):]
             stop[mine] = np.asarray(verdict, bool) & running[mine]
         self.stopped |= stop
         return stop
