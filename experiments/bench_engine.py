@@ -53,7 +53,6 @@ gradients exist anyway), the same with --xla_force_host_platform_device_count=N 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 
 import jax

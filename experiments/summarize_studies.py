@@ -200,8 +200,8 @@ def nqm_table() -> list[str]:
     if not exact:
         return []
     lines = ["", "## NQM against the closed form", "",
-             "| target | exact B_crit (fine) | exact B_crit (sweep's LRs) | sweep B_crit | 95% "
-             "interval | sweep / exact (sweep's LRs) | sweep / exact (fine) | first crossing |",
+             "| target | exact B_crit (fine) | exact B_crit (first grid) | sweep B_crit | 95% "
+             "interval | sweep / exact (first grid) | sweep / exact (fine) | first crossing |",
              "|---|---|---|---|---|---|---|---|"]
     for t in exact["targets"]:
         sw = t["sweep"]
@@ -238,6 +238,27 @@ def steps_to_target_table() -> list[str]:
             lines.append(f"| {res['spectrum']} | {name} | " + " | ".join(cells) + " |")
     return lines + ["", "From `python experiments/steps_to_target.py`; details in "
                     "[steps_to_target/report.md](steps_to_target/report.md)."]
+
+
+def search_table() -> list[str]:
+    """The steps-to-target study's search arm: B_crit from a coarse grid and the search."""
+    found = _load(RESULTS / "steps_to_target" / "search.json")
+    if not found:
+        return []
+    lines = ["", "With the learning-rate search (the sweep as a user runs it: five rates half a "
+             "decade apart, 0.01 to 1, then the search and the stopping of dominated runs; 3 "
+             "seeds), against the closed form's optimum over a fine grid:", "",
+             "| spectrum | target | B_crit [95% CI] | exact (fine) | ratio | runs | examples |",
+             "|---|---|---|---|---|---|---|"]
+    for res in found:
+        for r in res["rows"]:
+            ci = f" [{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]" if r["ci"] else ""
+            ratio = r["b_crit"] / r["exact_fine"] if r["b_crit"] and r["exact_fine"] else None
+            lines.append(f"| {res['spectrum']} | {r['target']} | {r['b_crit']:.4g}{ci} | "
+                         f"{r['exact_fine']:.4g} | {'-' if ratio is None else f'{ratio:.3f}'} | "
+                         f"{res['runs']} | {res['examples']:,} |")
+    return lines + ["", "From `python experiments/steps_to_target.py --search`; "
+                    "[steps_to_target/search.md](steps_to_target/search.md)."]
 
 
 def rules_table() -> list[str]:
@@ -337,7 +358,8 @@ def main() -> int:
             "are not committed: rerun the command to get them).", "", "## Critical batch size "
             "per study and target", ""]
     text = "\n".join(head + studies_table() + laws_table() + branch_table() + schedules_table()
-                     + surge_table() + hyper_table() + steps_to_target_table() + nqm_table()
+                     + surge_table() + hyper_table() + steps_to_target_table() + search_table()
+                     + nqm_table()
                      + rules_table()) + "\n\n"
     path.write_text(text + DISCUSSION_MARKER + discussion)
     print(path.read_text())

@@ -33,12 +33,13 @@ SPECTRA = {
 }
 
 
-def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int) -> config_mod.Config:
+def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int,
+                  lrs: list[float] = LRS) -> config_mod.Config:
     return config_mod.from_dict({
         "name": "nqm-bcrit", "task": {"name": "nqm", "draw": "means", **task},
         "optimizer": {"name": "sgd"},
         "schedule": {"name": "constant"}, "batch": {"sizes": SIZES},
-        "learning_rate": {"values": LRS}, "seeds": list(range(seeds)),
+        "learning_rate": {"values": lrs}, "seeds": list(range(seeds)),
         "budget": {"max_steps": max_steps, "max_examples": 200 * SIZES[-1]}, "targets": targets,
         "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 200, "repack": False},
         "parallel": {"data": 1, "runs": math.gcd(8, jax.device_count())}, "gns": {"enabled": False}})
@@ -110,3 +111,21 @@ def test_the_closed_form_is_inside_most_intervals(sweeps):
     inside = [lo <= e <= hi for result, exact in sweeps.values()
               for (lo, hi), e in zip((t["b_crit_ci"] for t in result["targets"]), exact)]
     assert sum(inside) >= 4, inside
+
+
+@pytest.mark.slow
+def test_a_preconditioned_nqm_from_a_coarse_grid_is_within_10_percent(tmp_path):
+    """Preconditioning by h^-0.5 (G. Zhang et al. 2019) on the spread spectrum, the sweep
+    started from five rates half a decade apart (0.01 to 1, below the optimum at the large
+    batches) and searched: B_crit within 10% of the closed form's optimum at every target."""
+    task, fractions, seeds, max_steps = SPECTRA["spread"]
+    task = {**task, "precondition_power": 0.5}
+    h, _ = spectra(nqm_sweep_cfg(task, [], 1, max_steps).task.options)
+    values = [f * 0.5 * float(np.sum(h)) for f in fractions]
+    cfg = nqm_sweep_cfg(task, [f"eval_loss<={v!r}" for v in values], seeds, max_steps,
+                        [0.01, 0.0316228, 0.1, 0.316228, 1.0])
+    runner.run(cfg, tmp_path, quiet=True)
+    result = analyze.analyze(tmp_path, bootstrap=0)
+    exact = [exact_b_crit(cfg.task.options, v, max_steps) for v in values]
+    ratios = [t["b_crit"] / e for t, e in zip(result["targets"], exact)]
+    assert all(abs(r - 1) <= 0.1 for r in ratios), ratios
