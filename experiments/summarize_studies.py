@@ -35,12 +35,16 @@ def study_rows(name: str, analysis: dict, study: dict | None) -> list[str]:
     finding = ("linear LR scaling holds over the grid" if rules and breaks is None else
                f"linear LR scaling over-shoots from B = {breaks}" if breaks else "-")
     wall = f"{study.get('runs_wall_s', study['wall_s']) / 60:.1f} min" if study else "-"
+    smallest = min(sweep.get("batch_sizes") or [0])
     for t in analysis["targets"]:
         ci = t.get("b_crit_ci")
         ratio = t.get("b_simple_over_b_crit")
+        b_crit = num(t.get("b_crit"))
+        if t.get("b_crit") is not None and t["b_crit"] < smallest / 2:  # steps flat in B
+            b_crit, ratio = f"below {smallest} (steps flat)", None
         rows.append(
             f"| {name} | {sweep['task']} | {sweep['optimizer']} | {t['name']} | "
-            f"{num(t.get('b_crit'))} | " + interval(ci)
+            f"{b_crit} | " + interval(ci)
             + f" | {num(t.get('b_simple'))} | {num(ratio)} | {num(t.get('b_noise'))} | "
             + f"{finding if t['name'] == rules.get('target') else ''} | {wall} |")
     return rows

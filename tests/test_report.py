@@ -361,3 +361,18 @@ def test_analyze_writes_analysis_report_and_figures(tmp_path, capsys):
     assert page.count("<table>") == text.count("\n|---") and "<b>64</b>" in page
     assert main(["analyze", str(tmp_path), "--json", "--bootstrap", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["targets"][0]["b_crit"] == pytest.approx(64, 1e-3)
+
+
+def test_a_b_crit_below_the_smallest_batch_is_not_read_as_a_number():
+    """Steps that hardly fall with the batch size fit E_min near zero (adam_surge's 2.8 target:
+    about 15 steps at every batch size, B_crit 3.4e-16): the conclusion says B_crit lies below
+    the batches tried and draws no ratio to B_simple from it."""
+    flat = {"name": "eval_loss<=2.8", "points": [{"batch_size": b} for b in (4, 16, 64)],
+            "fit": {"rms_log_residual": 0.08}, "b_crit": 3.38e-16, "b_crit_ci": [2e-18, 3.09],
+            "b_simple_over_b_crit": 9e15, "unreached_batch_sizes": []}
+    (line,) = markdown._target_conclusion(flat)
+    assert "B_crit lies below the smallest batch size tried (4; the fit gives" in line
+    fine = dict(flat, b_crit=40.0, b_crit_ci=[30.0, 50.0], b_simple_over_b_crit=1.5)
+    lines = markdown._target_conclusion(fine)
+    assert lines[0].startswith("For eval_loss<=2.8, B_crit is about 40: ")
+    assert lines[-1] == "B_simple at the crossing is 1.5x B_crit (within an order of magnitude)."

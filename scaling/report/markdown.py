@@ -312,10 +312,22 @@ def _target_conclusion(t: dict) -> list[str]:
         return out
     b = t["b_crit"]
     sizes = [p["batch_size"] for p in t.get("points") or []]
+    if sizes and b < min(sizes) / 2:
+        out.append(f"For {name}, steps hardly fall with the batch size: B_crit lies below the "
+                   f"smallest batch size tried ({min(sizes)}; the fit gives {number(b)}), so these "
+                   "runs cannot place it; a harder target, or smaller batches, would.")
+        return out
     out.append(f"For {name}, B_crit is about {number(b)}: beyond a batch of about {number(b)} each "
                "doubling of the batch buys less than half of the ideal 2x speed-up in steps"
                + (f" (at B={max(sizes)}, {100 * ideal_share(max(sizes), b):.0f}% of it)"
                   if sizes and max(sizes) > b else "") + ".")
+    return out + _fit_caveats(t, fit, b, sizes)
+
+
+def _fit_caveats(t: dict, fit: dict, b: float, sizes: list[int]) -> list[str]:
+    """What qualifies a target's B_crit: the first crossing's reading, a wide interval, a poor
+    fit, an extrapolation, and B_simple beside it."""
+    out = []
     ci = t.get("b_crit_ci")
     first = t.get("first_crossing") or {}
     if first.get("outside_interval"):
