@@ -13,6 +13,7 @@ import yaml
 
 from scaling.config import (Config, ConfigError, apply_overrides, from_dict, learning_rates, load,
                             parse_target, to_dict, to_json, to_yaml, validate_devices)
+from scaling.config.load import load_folder
 from scaling.train.spec import group_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -634,3 +635,16 @@ def test_the_view_and_its_metric_are_checked():
           "steps, fixed_budget, both")
     fails(nqm(analysis__view="fixed_budget", analysis__metric="eval_accuracy"),
           "analysis.metric: got 'eval_accuracy'", "task nqm reports")
+
+
+def test_a_folder_written_before_a_key_was_retired_still_reads(tmp_path):
+    """A sweep.yaml from before the search replaced the centred grid's extensions holds
+    learning_rate.max_extensions: the folder reads (the key dropped), a config is refused."""
+    data = {"task": {"name": "nqm"}, "budget": {"max_steps": 5},
+            "learning_rate": {"mode": "centered", "rule": "linear", "lr_ref": 0.1,
+                              "batch_ref": 8, "num": 3, "span": 2.0, "max_extensions": 1}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_folder(path).learning_rate.num == 3
+    with pytest.raises(ConfigError, match="max_extensions"):
+        load(path)

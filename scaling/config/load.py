@@ -203,6 +203,22 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+# Keys the schema no longer has, which a results folder's sweep.yaml written before may hold
+# (its runs trained with them): dropped when a folder is read, refused in a config.
+RETIRED = {"learning_rate": ("max_extensions",)}  # replaced by learning_rate.search
+
+
+def load_folder(path: str | Path) -> Config:
+    """A results folder's sweep.yaml as a Config, any RETIRED keys dropped."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{str(path)!r} does not exist")
+    data = _yaml_load(Path(path).read_text()) or {}
+    for section, keys in RETIRED.items():
+        for key in keys:
+            (data.get(section) or {}).pop(key, None)
+    return from_dict(data)
+
+
 def load(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read a YAML config (safe_load), apply overrides, validate."""
     path = Path(path)

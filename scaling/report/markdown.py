@@ -15,7 +15,8 @@ from scaling.analysis import in_use
 from scaling.store.cost import cost_line
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.table import unreached_lines
-from scaling.config import Config, ConfigError, learning_rates, load
+from scaling.config import Config, ConfigError, learning_rates
+from scaling.config.load import load_folder
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.config.optimizer_rules import weight_decay_tau
@@ -125,7 +126,7 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
         return lines + imported + [f"- runs analysed: {number(sw.get('num_runs'))} ({statuses})",
                                    ""]
     try:
-        cfg = load(out / "sweep.yaml")
+        cfg = load_folder(out / "sweep.yaml")
     except ConfigError as err:
         cfg = None
         lines += [f"(sweep.yaml could not be read: {err})", ""]
