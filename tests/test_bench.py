@@ -17,6 +17,7 @@ def _check_same_runs(result: bench.Result, tolerance: float) -> None:
         assert t == pytest.approx(e, rel=tolerance, abs=tolerance)
 
 
+@pytest.mark.slow
 def test_the_tutorial_loop_trains_the_engines_runs_on_finite_data():
     """Digits with a cosine schedule: the epoch permutations and the schedule must match, or
     the final losses of 40 steps differ by far more than float32 rounding."""

@@ -100,6 +100,7 @@ def test_a_folder_saved_at_other_points_is_refused(tmp_path):
 # ---------------------------------------------------------------- the engine's part
 
 
+@pytest.mark.slow
 def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path):
     """Restore the base's saved state at the point, continue it at B0 with the same data stream:
     every metric row after the point equals the base's own (parameters, permutations, keys and
@@ -126,6 +127,7 @@ def test_factor_one_from_the_checkpoint_is_the_base_continued_exactly(tmp_path):
                 assert mine[key] == theirs[key], (r.run_id, mine["step"], key)
 
 
+@pytest.mark.slow
 def test_branches_are_reproducible_and_resume_where_they_stopped(tmp_path):
     cfg = config(DIGITS)
     branch.run(cfg, tmp_path, quiet=True)
@@ -148,6 +150,7 @@ def test_branches_are_reproducible_and_resume_where_they_stopped(tmp_path):
 # ---------------------------------------------------------------- ground truth
 
 
+@pytest.mark.slow
 def test_nqm_branches_match_the_closed_form(tmp_path):
     """64 seeds of the NQM: each factor's mean loss at the window's end, paired with the base
     per seed, against the exact expectation of SGD run from the base's own distribution at the
@@ -264,6 +267,7 @@ def test_each_factor_and_the_reference_take_their_best_learning_rate():
     assert p["local_b_crit_by_tolerance"]["0.1"] == 40 and p["local_b_crit_by_tolerance"]["0.01"] == 10
 
 
+@pytest.mark.slow
 def test_the_base_can_be_a_sweeps_run(tmp_path, capsys):
     """--base-run takes batch size, learning rate and seed from a finished sweep's run and
     trains it again with its state saved: the retrained base reproduces the run's rows."""
@@ -289,6 +293,7 @@ def test_the_base_can_be_a_sweeps_run(tmp_path, capsys):
     assert "model differs" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_branches_on_a_mesh_of_runs_equal_those_on_data_shards(tmp_path):
     """Two runs axes x 4 data shards (branch groups padded to multiples of 2) against 8 data
     shards: the same branch rows to float tolerance."""

@@ -94,6 +94,7 @@ def _resume(source: Path, dest: Path, scaling_log, damage=lambda metas: None) ->
     return [r.getMessage() for r in scaling_log.records]
 
 
+@pytest.mark.slow
 def test_a_group_resumes_from_its_newest_checkpoint_with_identical_rows(checkpointed, reference,
                                                                         tmp_path, scaling_log):
     metas = _checkpoints(checkpointed)
@@ -104,6 +105,7 @@ def test_a_group_resumes_from_its_newest_checkpoint_with_identical_rows(checkpoi
     assert _rows(tmp_path / "o") == reference
 
 
+@pytest.mark.slow
 def test_rows_written_after_the_checkpoint_are_dropped_on_resume(checkpointed, reference,
                                                                  tmp_path, scaling_log):
     """A killed process may have written rows past its last checkpoint: they go, once."""
@@ -115,6 +117,7 @@ def test_rows_written_after_the_checkpoint_are_dropped_on_resume(checkpointed, r
     assert _rows(tmp_path / "o") == reference
 
 
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_falls_back_to_the_one_before_with_a_warning(checkpointed, reference,
                                                                           tmp_path, scaling_log):
     messages = _resume(checkpointed, tmp_path / "o", scaling_log, lambda metas: _corrupt(metas[0]))
@@ -123,6 +126,7 @@ def test_a_corrupt_checkpoint_falls_back_to_the_one_before_with_a_warning(checkp
     assert _rows(tmp_path / "o") == reference
 
 
+@pytest.mark.slow
 def test_with_every_checkpoint_corrupt_the_group_starts_again(checkpointed, reference, tmp_path,
                                                               scaling_log):
     def ruin(metas):
@@ -168,6 +172,7 @@ def test_a_group_resumed_mid_way_stops_the_same_dominated_runs(tmp_path, monkeyp
     assert {r["run_id"]: r["summary"]["status"] for r in store.load(tmp_path / "o")} == statuses
 
 
+@pytest.mark.slow
 def test_checkpoints_of_a_finished_group_are_removed_unless_kept(tmp_path):
     runner.run(_cfg(steps=30, keep_checkpoints=False), tmp_path, quiet=True)
     assert store.load(tmp_path) and not list((tmp_path / "checkpoints").iterdir())

@@ -38,6 +38,7 @@ train: {stop_dominated: false}
 """
 
 
+@pytest.mark.slow
 def test_train_writes_run_files_and_resumes(tmp_path, capsys):
     config, out = write(tmp_path, NQM), tmp_path / "out"
     assert main(["train", config, "--batch-size", "16", "--out", str(out), "--quiet"]) == 0
@@ -122,6 +123,7 @@ def test_smoke_config_runs_end_to_end(tmp_path, capsys):
     assert all(f"figures/{f}" in report for f in figures)
 
 
+@pytest.mark.slow
 def test_compiled_programs_are_kept_unless_told_not_to(tmp_path):
     """Each in its own process: jax reads its cache folder once per process."""
     config = write(tmp_path, NQM)

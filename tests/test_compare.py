@@ -14,6 +14,8 @@ from tests.helpers import SWEEP, config
 
 T = "eval_loss<=0.3"
 
+pytestmark = pytest.mark.slow  # every test shares two trained sweeps
+
 
 @pytest.fixture(scope="module")
 def two_sweeps(tmp_path_factory):

@@ -151,6 +151,7 @@ def test_hessian_estimate_converges_to_exact_statistics(hessian_from):
     assert abs(np.mean(same.ghg) - ghg_exact) > 0.2 * abs(ghg_exact)
 
 
+@pytest.mark.slow
 def test_engine_hessian_probe_matches_exact_statistics_off_the_quadratic():
     """In-run tr(H Sigma) and G^T H G on softmax regression (digits, no hidden layer) at fixed
     parameters (learning rate 1e-9) match their exact values over the training set: the probe

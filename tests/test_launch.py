@@ -220,6 +220,7 @@ def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(referen
     _assert_same_metrics(local_out, out)
 
 
+@pytest.mark.slow
 @needs_submitit
 def test_a_failed_task_fails_the_wait_and_names_its_log(tmp_path, capsys, monkeypatch):
     jax.device_count()  # this process's backend is up; only the tasks see the bad platform below

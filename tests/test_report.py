@@ -336,6 +336,7 @@ def tiny_sweep(out: Path) -> None:
                                            "steps": rows[-1]["step"]})
 
 
+@pytest.mark.slow
 def test_analyze_writes_analysis_report_and_figures(tmp_path, capsys):
     import json
 

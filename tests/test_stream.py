@@ -35,6 +35,7 @@ def cfg(placement: str, *overrides: str) -> config_mod.Config:
     return config(DIGITS, *overrides, f"data.placement={placement}")
 
 
+@pytest.mark.slow
 def test_host_streaming_trains_exactly_as_the_data_on_the_device(tmp_path):
     """Two batch sizes (one leaving a partial last batch: 1,438 = 7 x 200 + 38), several epochs,
     chunks that straddle epochs, two seeds x two learning rates, runs stopping at the target
