@@ -32,6 +32,7 @@ import itertools
 import math
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -287,18 +288,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the search arm only (search.json, search.md)")
     args = parser.parse_args(argv)
     if args.search:
-        found = [search_arm(name) for name in args.spectra]
-        store.atomic_write(OUT / "search.json", store.dumps(found) + "\n")
-        text = search_markdown(found)
-        store.atomic_write(OUT / "search.md", text)
-        print(text)
-        return 0
-    results = [study(name) for name in args.spectra]
-    store.atomic_write(OUT / "results.json", store.dumps(results) + "\n")
-    text = markdown(results)
-    store.atomic_write(OUT / "report.md", text)
-    print(text)
+        _write("search", [search_arm(name) for name in args.spectra], search_markdown)
+    else:
+        _write("results", [study(name) for name in args.spectra], markdown, "report")
     return 0
+
+
+def _write(name: str, results: list[dict], render: Callable[[list[dict]], str],
+           report: str | None = None) -> None:
+    """results/steps_to_target/<name>.json and its markdown (<report or name>.md), printed."""
+    store.atomic_write(OUT / f"{name}.json", store.dumps(results) + "\n")
+    text = render(results)
+    store.atomic_write(OUT / f"{report or name}.md", text)
+    print(text)
 
 
 if __name__ == "__main__":
