@@ -298,6 +298,15 @@ def test_a_second_sweep_skips_the_finished_cells(swept, capsys):
     assert stamps == {p: p.stat().st_mtime_ns for p in out.glob("cells/*/runs/*/metrics.jsonl")}
 
 
+def test_wait_reaches_every_cells_sweep(tmp_path, monkeypatch):
+    """--wait (wait for the groups other processes hold) is passed to each cell's sweep."""
+    waits = []
+    monkeypatch.setattr(scale.runner, "run", lambda *a, **k: waits.append(a[8]) or [])
+    assert main(["sweep", _write(tmp_path, _nqm()), "--out", str(tmp_path / "out"), "--wait",
+                 "--no-analyze", "--quiet"]) == 0
+    assert waits == [True] * len(NAMES)
+
+
 def test_dry_run_shows_this_shards_pieces_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["sweep", _write(tmp_path, _nqm()), "--out", str(out), "--dry-run",

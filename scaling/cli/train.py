@@ -76,7 +76,7 @@ def _scale_sweep(cfg: Config, args: argparse.Namespace) -> int:
         print(scale.describe(cells, args.shard, args.force))
         return 0
     if not scale.run(cfg, out, args.force, args.quiet, args.shard, shown=args.progress,
-                     cells=cells) and is_leader():
+                     cells=cells, wait=args.wait) and is_leader():
         print(f"nothing to do: every run is already finished in {out}")
     if is_leader():
         print(scale.final_table(cells))

@@ -179,9 +179,11 @@ def write_parent(cfg: Config, out: str | Path, cells: list[ScaleCell]) -> None:
 
 def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
         shard: tuple[int, int] | None = None, hooks: list[Sink] | None = None,
-        shown: str = "auto", cells: list[ScaleCell] | None = None) -> list[dict[str, Any]]:
+        shown: str = "auto", cells: list[ScaleCell] | None = None, wait: bool = False
+        ) -> list[dict[str, Any]]:
     """Train this shard's pieces of every cell (all of them without --shard), skipping those
-    with nothing left to do; returns the summaries of the runs trained."""
+    with nothing left to do (`wait`: for the groups other processes hold, as runner.run);
+    returns the summaries of the runs trained."""
     cells = cells or prepare_cells(cfg, out, force)
     if is_leader():
         write_parent(cfg, out, cells)
@@ -193,7 +195,8 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
             continue
         log.info("cell %s%s: N %s, D %s %s", cell.name, where, number(cell.entry["params"]),
                  number(_budget(cell.entry)), cell.entry["budget_unit"])
-        summaries += runner.run(cell.cfg, cell.out, None, force, quiet, piece, hooks, shown)
+        summaries += runner.run(cell.cfg, cell.out, None, force, quiet, piece, hooks, shown,
+                                wait)
     return summaries
 
 
