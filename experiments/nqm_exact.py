@@ -37,6 +37,11 @@ def _exact(cfg: config_mod.Config, value: float, lrs: list[float]) -> tuple[list
     return result["steps"], result["fit"]
 
 
+def first_grid(cfg: config_mod.Config) -> list[float]:
+    """Every learning rate of the sweep's first grid, ascending (the search's rounds aside)."""
+    return sorted({lr for b in cfg.batch.sizes for lr in learning_rates(cfg.learning_rate, b)})
+
+
 def exact_target(cfg: config_mod.Config, target: str) -> dict:
     """Exact steps to `target` per batch size at the best LR, and the S(B) fit through them,
     over a fine learning-rate grid and over the sweep's first grid."""
@@ -44,7 +49,7 @@ def exact_target(cfg: config_mod.Config, target: str) -> dict:
     if (metric, op) != ("eval_loss", "<="):
         raise SystemExit(f"error: {target}: the exact reference covers eval_loss<=x targets only")
     sizes = cfg.batch.sizes
-    grid = sorted({lr for b in sizes for lr in learning_rates(cfg.learning_rate, b)})
+    grid = first_grid(cfg)
     steps, fit = _exact(cfg, value, list(np.geomspace(grid[0], grid[-1], FINE_LRS)))
     _, grid_fit = _exact(cfg, value, grid)
     return {"name": target, "steps": dict(zip(map(str, sizes), steps)), "fit": fit,
@@ -67,8 +72,8 @@ def compare(out: Path) -> dict:
         if exact["grid_fit"] and entry["b_crit"]:
             exact["b_crit_ratio_grid"] = entry["b_crit"] / exact["grid_fit"]["b_crit"]
         rows.append(exact)
-    first = [lr for b in cfg.batch.sizes for lr in learning_rates(cfg.learning_rate, b)]
-    return {"lr_range": [min(first), max(first)],
+    first = first_grid(cfg)
+    return {"lr_range": [first[0], first[-1]],
             "fine_lrs": FINE_LRS, "reached": analysis["reached"]["definition"], "targets": rows}
 
 

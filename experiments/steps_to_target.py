@@ -75,17 +75,21 @@ COARSE_LRS = [0.01, 0.0316228, 0.1, 0.316228, 1.0]
 SEARCH_SEEDS = [0, 1, 2]
 
 
-def sweep_config(name: str, task: dict, targets: list[str]) -> config_mod.Config:
-    """Every rate of the grid trained to the budget (no search: the grids are cut afterwards)."""
-    return config_mod.from_dict({
+def _nqm_sweep(name: str, task: dict, targets: list[str], *overrides: str) -> config_mod.Config:
+    """The study's NQM sweep with SGD (batch sizes SIZES, MAX_STEPS steps), then `overrides`."""
+    return config_mod.from_dict(config_mod.apply_overrides({
         "name": f"steps_to_target-{name}", "task": {"name": "nqm", **task},
         "optimizer": {"name": "sgd"}, "schedule": {"name": "constant"},
-        "batch": {"sizes": SIZES}, "learning_rate": {"values": LRS, "search": False},
-        "seeds": SEEDS,
-        "budget": {"max_steps": MAX_STEPS}, "targets": targets,
-        "eval": {"every": 2, "points_per_decade": 20, "ema_decay": EMA_DECAY},
-        "train": {"chunk_steps": 500, "stop_at_targets": False},
-        "parallel": {"data": 1, "runs": 1}, "gns": {"enabled": False}})
+        "batch": {"sizes": SIZES}, "budget": {"max_steps": MAX_STEPS}, "targets": targets,
+        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 500},
+        "parallel": {"data": 1, "runs": 1}, "gns": {"enabled": False}}, list(overrides)))
+
+
+def sweep_config(name: str, task: dict, targets: list[str]) -> config_mod.Config:
+    """Every rate of the grid trained to the budget (no search: the grids are cut afterwards)."""
+    return _nqm_sweep(name, task, targets, f"learning_rate={{values: {LRS}, search: false}}",
+                      f"seeds={SEEDS}", f"eval.ema_decay={EMA_DECAY}",
+                      "train.stop_at_targets=false")
 
 
 def exact(options, value: float, sizes: list[int], lrs: list[float], ema: bool) -> float | None:
@@ -121,13 +125,8 @@ def measure(table: list[dict], target: str, sizes: list[int], lrs: list[float], 
 
 def search_config(name: str, task: dict, targets: list[str]) -> config_mod.Config:
     """The sweep as a user runs it: a coarse grid, the search and stopping on (the defaults)."""
-    return config_mod.from_dict({
-        "name": f"steps_to_target-{name}-search", "task": {"name": "nqm", **task},
-        "optimizer": {"name": "sgd"}, "schedule": {"name": "constant"},
-        "batch": {"sizes": SIZES}, "learning_rate": {"values": COARSE_LRS},
-        "seeds": SEARCH_SEEDS, "budget": {"max_steps": MAX_STEPS}, "targets": targets,
-        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 500},
-        "parallel": {"data": 1, "runs": 1}, "gns": {"enabled": False}})
+    return _nqm_sweep(f"{name}-search", task, targets, f"learning_rate.values={COARSE_LRS}",
+                      f"seeds={SEARCH_SEEDS}")
 
 
 def _targets(name: str) -> tuple[NQMOptions, list[float], list[str]]:

@@ -245,24 +245,17 @@ def steps_to_target_table() -> list[str]:
 
 
 def search_table() -> list[str]:
-    """The steps-to-target study's search arm: B_crit from a coarse grid and the search."""
-    found = _load(RESULTS / "steps_to_target" / "search.json")
-    if not found:
+    """The steps-to-target study's search arm: the table its search.md gives (written by
+    steps_to_target.py --search from search.json)."""
+    path = RESULTS / "steps_to_target" / "search.md"
+    if not path.is_file():
         return []
-    lines = ["", "With the learning-rate search (the sweep as a user runs it: five rates half a "
-             "decade apart, 0.01 to 1, then the search and the stopping of dominated runs; 3 "
-             "seeds), against the closed form's optimum over a fine grid:", "",
-             "| spectrum | target | B_crit [95% CI] | exact (fine) | ratio | runs | examples |",
-             "|---|---|---|---|---|---|---|"]
-    for res in found:
-        for r in res["rows"]:
-            ci = f" [{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]" if r["ci"] else ""
-            ratio = r["b_crit"] / r["exact_fine"] if r["b_crit"] and r["exact_fine"] else None
-            lines.append(f"| {res['spectrum']} | {r['target']} | {r['b_crit']:.4g}{ci} | "
-                         f"{r['exact_fine']:.4g} | {'-' if ratio is None else f'{ratio:.3f}'} | "
-                         f"{res['runs']} | {res['examples']:,} |")
-    return lines + ["", "From `python experiments/steps_to_target.py --search`; "
-                    "[steps_to_target/search.md](steps_to_target/search.md)."]
+    table = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    return ["", "With the learning-rate search (the sweep as a user runs it: five rates half a "
+            "decade apart, 0.01 to 1, then the search and the stopping of dominated runs; 3 "
+            "seeds), against the closed form's optimum over a fine grid:", ""] + table + [
+            "", "From `python experiments/steps_to_target.py --search`; "
+            "[steps_to_target/search.md](steps_to_target/search.md)."]
 
 
 def rules_table() -> list[str]:

@@ -208,11 +208,20 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 RETIRED = {"learning_rate": ("max_extensions",)}  # replaced by learning_rate.search
 
 
+def _read(path: str | Path) -> dict:
+    """A config file's data (safe_load); a missing file or bad YAML is a ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        return _yaml_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(path)!r}: not valid YAML: {err}") from None
+
+
 def load_folder(path: str | Path) -> Config:
     """A results folder's sweep.yaml as a Config, any RETIRED keys dropped."""
-    if not Path(path).is_file():
-        raise ConfigError(f"{str(path)!r} does not exist")
-    data = _yaml_load(Path(path).read_text()) or {}
+    data = _read(path)
     for section, keys in RETIRED.items():
         for key in keys:
             (data.get(section) or {}).pop(key, None)
@@ -221,11 +230,4 @@ def load_folder(path: str | Path) -> Config:
 
 def load(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read a YAML config (safe_load), apply overrides, validate."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    try:
-        data = _yaml_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {str(path)!r}: not valid YAML: {err}") from None
-    return from_dict(apply_overrides(data or {}, overrides or []))
+    return from_dict(apply_overrides(_read(path), overrides or []))
