@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from scaling.analysis.analyze import refine_lr
-from scaling.analysis.parabola import log_vertex
+from scaling.parabola import log_vertex
 
 
 def test_the_vertex_and_its_value_of_an_exact_parabola():

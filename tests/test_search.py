@@ -78,21 +78,55 @@ def test_a_grid_below_the_optimum_extends_upward_then_brackets_it():
     assert lo.learning_rate <= true_lr * 1.01 and true_lr <= hi.learning_rate * 1.01
 
 
-def test_midpoints_halve_the_spacing_until_the_resolution():
-    """A log-parabola valley: every refining round adds the geometric midpoints between the best
-    and each neighbour farther than sqrt(resolution), and ends within the resolution."""
-    valley = lambda lr: 100 * math.exp(2.0 * math.log(lr / 0.5) ** 2)
+def test_the_lattice_splits_the_grid_factor_into_steps_within_the_resolution():
+    """Half a decade at resolution 1.25: 11 steps of 10^(1/22) = 1.1103, two of them 1.2328
+    (10 steps would span 10^(1/10) = 1.2589 > 1.25); a grid rate lies on it."""
+    s = S.Settings(HALF_DECADE, 1.25, 5, 0.0, 0.01)
+    assert s.step == pytest.approx(10 ** (1 / 22), rel=1e-12)
+    assert s.step ** 2 <= 1.25 < 10 ** (1 / 10)
+    assert s.on_lattice(11) == pytest.approx(0.01 * HALF_DECADE, rel=1e-12)
+    assert s.lattice_index(0.1) == 22 and s.lattice_index(0.1 * 1.05) == 22
+    assert S.Settings(1.1, 1.25).step == 1.1  # a grid already finer than sqrt(resolution)
+    assert S.Settings(1.2, 1.25).step == pytest.approx(math.sqrt(1.2))
+
+
+@pytest.mark.parametrize("at", [0.5, 0.7, 1.3])
+def test_one_round_at_the_parabolas_minimum_ends_a_smooth_valley(at):
+    """A log-parabola valley: the parabola through the grid's best and its neighbours has its
+    minimum exactly at the optimum, so one round trains the lattice point nearest it and its
+    two lattice neighbours (two where the nearest was tried) and the search is done, where
+    halving the spacing took four rounds of two rates."""
+    valley = lambda lr: 100 * math.exp(2.0 * math.log(lr / at) ** 2)
     read = lambda lr: S.RunReading(lr, 0, {"t": valley(lr)})
-    grid = [0.05, 0.158114, 0.5, 1.58114, 5.0]  # half a decade apart, the optimum on a point
-    runs, plans = search(grid, read, ["t"], S.Settings(HALF_DECADE, 1.25, 10))
-    sides = [HALF_DECADE ** (0.5 ** k) for k in range(1, 5)]  # 1.78, 1.33, 1.15, 1.07
-    for plan, side in zip(plans, sides):
-        assert plan.learning_rates == pytest.approx((0.5 / side, 0.5 * side), rel=1e-5)
-    assert len(plans) == 5 and plans[-1].done
+    grid = [0.05, 0.158114, 0.5, 1.58114, 5.0]  # half a decade apart
+    s = S.Settings(HALF_DECADE, 1.25, 10, 0.0, 0.05)
+    runs, plans = search(grid, read, ["t"], s)
+    m = s.lattice_index(at)
+    asked = [s.on_lattice(k) for k in (m - 1, m, m + 1) if S.rate_key(s.on_lattice(k))
+             not in {S.rate_key(lr) for lr in grid}]
+    assert plans[0].learning_rates == pytest.approx(tuple(asked), rel=1e-5)
+    assert len(plans) == 2 and plans[1].done
     lo, best, hi = bracket_of(runs, "t")
-    assert best.learning_rate == 0.5 and hi.learning_rate / lo.learning_rate == pytest.approx(
-        sides[-1] ** 2, rel=1e-5)
-    assert sides[-2] ** 2 > 1.25 >= sides[-1] ** 2  # one round fewer would not have been enough
+    assert best.learning_rate == pytest.approx(s.on_lattice(m), rel=1e-5)
+    assert hi.learning_rate / lo.learning_rate == pytest.approx(s.step ** 2, rel=1e-5)
+
+
+def test_a_stopped_or_unreached_neighbour_still_moves_the_search():
+    """A neighbour stopped as dominated counts at its bound in the parabola; one never reached
+    gives no parabola, and the best's own lattice neighbours are asked for."""
+    s = S.Settings(HALF_DECADE, 1.25, 5, 0.0, 0.1)
+    reading = lambda lr, v: S.RunReading(lr, 0, {"t": v})
+    stopped = [reading(0.1, 300.0), reading(0.316228, 100.0), reading(1.0, Censored(120))]
+    plan = S.next_round(stopped, ["t"], s, 0)
+    vertex = optimum.vertex([0.1, 0.316228, 1.0], [300.0, 100.0, 120.0])[0]
+    m = s.lattice_index(vertex)
+    assert m > s.lattice_index(0.316228) and "parabola's minimum" in plan.reasons["t"]
+    assert plan.learning_rates == pytest.approx(
+        tuple(s.on_lattice(k) for k in (m - 1, m, m + 1) if k != 11), rel=1e-5)
+    never = [reading(0.1, 300.0), reading(0.316228, 100.0), reading(1.0, None)]
+    plan = S.next_round(never, ["t"], s, 0)
+    assert plan.learning_rates == pytest.approx((0.316228 / s.step, 0.316228 * s.step), rel=1e-5)
+    assert "no parabola" in plan.reasons["t"]
 
 
 def test_divergence_stops_the_outward_walk():
@@ -130,9 +164,11 @@ def test_every_target_counts_and_the_rounds_are_deduplicated():
     read = lambda lr: S.RunReading(lr, 0, {"a": valley(lr, 0.3), "b": valley(lr, 0.3),
                                            "c": valley(lr, 3.0)})
     runs = [read(lr) for lr in (0.1, 0.316228, 1.0, 3.16228)]
-    plan = S.next_round(runs, ["a", "b"], S.Settings(HALF_DECADE), 0)
-    side = HALF_DECADE ** 0.5
-    assert plan.learning_rates == pytest.approx((0.316228 / side, 0.316228 * side), rel=1e-5)
+    s = S.Settings(HALF_DECADE)
+    plan = S.next_round(runs, ["a", "b"], s, 0)
+    m = s.lattice_index(0.3)  # the parabola's minimum: the valley is one in log-log
+    assert m == -12 and plan.learning_rates == pytest.approx(  # -11 is the grid's 0.316228
+        (s.on_lattice(-13), s.on_lattice(-12)), rel=1e-5)
     plan = S.next_round(runs, ["a", "b", "c"], S.Settings(HALF_DECADE), 0)
     assert len(plan.learning_rates) == 3  # c's best is the highest: one step up, 10
     assert plan.learning_rates[-1] == pytest.approx(10.0, rel=1e-5)
@@ -144,8 +180,9 @@ def test_unreached_and_censored_cells_bound_the_bracket():
     """A neighbour stopped as dominated (censored) or not reached still closes a side."""
     runs = [S.RunReading(0.1, 0, {"t": Censored(300.0)}), S.RunReading(0.3, 0, {"t": 100.0}),
             S.RunReading(1.0, 0, {"t": None})]
-    plan = S.next_round(runs, ["t"], S.Settings(HALF_DECADE), 0)
-    assert plan.learning_rates == pytest.approx((math.sqrt(0.03), math.sqrt(0.3)), rel=1e-5)
+    s = S.Settings(HALF_DECADE)
+    plan = S.next_round(runs, ["t"], s, 0)
+    assert plan.learning_rates == pytest.approx((0.3 / s.step, 0.3 * s.step), rel=1e-5)
     nothing = [S.RunReading(lr, 0, {"t": None}) for lr in (0.1, 0.3)]
     assert S.next_round(nothing, ["t"], S.Settings(3.0), 0).learning_rates == (0.9,)
     blown = [S.RunReading(0.1, 0, {"t": None}), S.RunReading(0.3, 0, {"t": None}, diverged=True)]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaling.analysis.parabola import log_vertex
+from scaling.parabola import log_vertex
 from scaling.analysis.selection import cell_means, cell_means_many
 from scaling.analysis.table import varying_hyperparameters
 from scaling.errors import ConfigError

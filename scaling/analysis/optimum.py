@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from scaling.analysis.parabola import log_vertex
+from scaling.parabola import log_vertex
 from scaling.analysis.selection import cell_means_many
 from scaling.analysis.table import LRCurve
 from scaling.formatting import interval, number

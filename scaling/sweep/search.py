@@ -7,10 +7,14 @@ between rounds and at chunk boundaries, and tests drive them with closed forms.
 - Bracket first: while a target's best learning rate is the lowest or highest tried, step
   outward by the grid's factor (upward until a rate diverges or stops reaching the target;
   downward no lower than the floor).
-- Then resolve: once the best has a neighbour on each side, add the geometric midpoint between
-  the best and each neighbour farther than sqrt(resolution) from it, until the two neighbours
-  lie within a factor `resolution` of each other. Those three points are what the analysis
-  fits its parabola through (scaling.analysis.optimum).
+- Then resolve: once the best has a neighbour on each side, fit the parabola in (log rate,
+  log steps) through the three (scaling.parabola) and train the lattice rate nearest its
+  minimum with the lattice rates either side of it, until the best's two neighbours lie within
+  a factor `resolution` of each other. The lattice divides the grid's factor evenly into steps
+  of at most sqrt(resolution), so a best with both lattice neighbours tried is done: on a
+  smooth valley one round of three rates usually ends the search, where halving the spacing
+  took four rounds of two. Those three points are what the analysis fits its parabola through
+  (scaling.analysis.optimum).
 - Every target counts: a round trains the union of what the targets ask for, deduplicated as
   run ids print learning rates (6 significant digits), and never a rate already tried.
 - A round limit ends the search whatever is left; the reasons say what.
@@ -28,8 +32,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scaling.config import Config, LearningRateConfig
 from scaling.config.targets import Censored, Reach, crossing, parse_target, series, undecided_bound
+from scaling.parabola import log_vertex
 
 Steps = float | Censored | None
 DEFAULT_FACTOR = math.sqrt(10.0)  # the outward step of a one-rate grid: half a decade
@@ -51,12 +58,30 @@ class RunReading:
 @dataclass(frozen=True)
 class Settings:
     """factor: the outward step; resolution: the neighbours' ratio that ends a target's search;
-    max_rounds: rounds after the first grid; floor: the lowest rate a downward walk tries."""
+    max_rounds: rounds after the first grid; floor: the lowest rate a downward walk tries;
+    anchor: a rate of the first grid, which puts the refining rates on the grid's lattice."""
 
     factor: float = DEFAULT_FACTOR
     resolution: float = 1.25
     max_rounds: int = 5
     floor: float = 0.0
+    anchor: float = 1.0
+
+    @property
+    def step(self) -> float:
+        """The lattice's spacing: the factor split into the fewest equal steps of at most
+        sqrt(resolution), so that the lattice holds the grid (through `anchor`, a rate of
+        the first grid) and a best's two lattice neighbours span at most the resolution."""
+        pieces = math.ceil(math.log(self.factor) / math.log(math.sqrt(self.resolution)) - 1e-9)
+        return self.factor ** (1.0 / max(pieces, 1))
+
+    def on_lattice(self, index: int) -> float:
+        """The lattice's rate `index` steps from the anchor."""
+        return self.anchor * self.step ** index
+
+    def lattice_index(self, lr: float) -> int:
+        """The lattice point nearest `lr` (in log rate)."""
+        return round(math.log(lr / self.anchor) / math.log(self.step))
 
 
 @dataclass(frozen=True)
@@ -151,17 +176,31 @@ def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]
     return asks, "; ".join(why) if asks else "done: " + "; ".join(why)
 
 
-def _midpoints(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
-    """Geometric midpoints between the best and each neighbour too far from it."""
+def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
+    """The lattice point nearest the minimum of the parabola through the best and its two
+    neighbours (one stopped as dominated counted at the steps it is known to exceed; no
+    parabola where one never reached: the best itself), and a point each side a third of the
+    way to the neighbour (at least one step), so a misplaced minimum still shrinks the bracket
+    by a third; those strictly between the neighbours and not tried yet, else the best's own
+    lattice neighbours."""
     lr, lo, hi = (row[i].learning_rate for i in (best, best - 1, best + 1))
     ratio = hi / lo
     if ratio <= s.resolution * (1 + 1e-9):
         return [], (f"done: best {lr:.4g} bracketed by {lo:.4g} and {hi:.4g}, within "
                     f"{ratio:.3g}x <= resolution {s.resolution:g}")
-    side = math.sqrt(s.resolution) * (1 + 1e-9)
-    asks = [math.sqrt(lr * n) for n in (lo, hi) if max(lr, n) / min(lr, n) > side]
+    steps = [row[i].bound for i in (best - 1, best, best + 1)]  # a stopped one: its bound
+    at = float(log_vertex(np.array([lo, lr, hi]), np.array(steps), 1)[0])
+    centre = s.lattice_index(at if math.isfinite(at) else lr)
+    reach = [max(1, round(abs(centre - s.lattice_index(n)) / 3)) for n in (lo, hi)]
+    inside = lambda rates: [a for a in rates if lo * (1 + 1e-9) < a < hi * (1 - 1e-9)
+                            and rate_key(a) != rate_key(lr)]
+    asks = inside([s.on_lattice(k) for k in (centre - reach[0], centre, centre + reach[1])])
+    if not asks:
+        asks = inside([lr / s.step, lr * s.step])
+    where = f"its parabola's minimum {at:.4g}" if math.isfinite(at) else "no parabola (a " \
+        "neighbour not reached)"
     return asks, (f"best {lr:.4g} between {lo:.4g} and {hi:.4g} ({ratio:.3g}x > resolution "
-                  f"{s.resolution:g}): midpoints " + ", ".join(f"{a:.4g}" for a in asks))
+                  f"{s.resolution:g}), {where}: " + ", ".join(f"{a:.4g}" for a in asks))
 
 
 def _unreached(row: list[Cell], s: Settings) -> tuple[list[float], str]:
@@ -189,7 +228,7 @@ def target_rates(row: list[Cell], s: Settings) -> tuple[list[float], str]:
     outward = _outward(row, best, s)
     if outward is not None:
         return outward
-    return _midpoints(row, best, s)
+    return _refine(row, best, s)
 
 
 # ---------------------------------------------------------------- the round
@@ -259,7 +298,7 @@ def dominated(runs: list[RunReading], targets: list[str], margin: float,
     their Censored bound) exceeds the best rate's mean by more than `margin` (relative), and
     it is no neighbour of a rate that may still win. Never the best or its neighbours; with
     `near`, neighbours count only within that factor in rate: a search with rounds left
-    places a midpoint between a farther one and the best, so the parabola never needs it."""
+    places rates between a farther one and the best, whose bound is enough to place them."""
     keep: set[str] = set()
     for target in targets:
         keep |= _kept(cells(runs, target), margin, near)
@@ -300,7 +339,7 @@ def grid_factor(rates: list[float]) -> float:
 def settings(lr: LearningRateConfig, first: list[float]) -> Settings:
     """The search settings of a batch size whose first grid is `first`."""
     floor = lr.floor if lr.floor is not None else min(first) / FLOOR_BELOW_GRID
-    return Settings(grid_factor(first), lr.resolution, lr.max_rounds, floor)
+    return Settings(grid_factor(first), lr.resolution, lr.max_rounds, floor, min(first))
 
 
 def reading(summary: dict[str, Any], targets: list[str]) -> RunReading:

@@ -40,8 +40,8 @@ def diverged(rows: list[dict[str, Any]], factor: float) -> bool:
 
 def neighbours_needed_within(cfg: Config, out: Any, batch_size: int) -> float | None:
     """How close in rate a neighbour of a rate that may still win must be to be kept running:
-    learning_rate.resolution while the batch size's search has rounds left (a farther one gets
-    a midpoint in the next round), else None (every neighbour: the last bracket's parabola
+    learning_rate.resolution while the batch size's search has rounds left (the next round
+    places rates between it and the best), else None (every neighbour: the last bracket's parabola
     needs them)."""
     if not search.searched(cfg):
         return None
