@@ -65,6 +65,17 @@ def test_a_fixed_best_b2_has_exponent_one_and_the_rule_cost_is_interpolated():
     assert at32["steps"] == [150.0, 100.0, 200.0]
 
 
+def test_a_rule_value_outside_the_values_tried_is_named_and_not_costed():
+    """b2 = 0.999 best at B = 8 and 1,024: at 1,024 the rule asks 0.999^128 = 0.8798, below
+    the tried 0.99 .. 0.9999, so no cost is read there and the summary names it; the
+    reference batch size's own cost (1 by construction) is not quoted as the rule's cost."""
+    entry = scalar_rule("b2", _b2_sizes({8: 0.999, 1024: 0.999}), {8: 1000, 1024: 1000})
+    far = entry["points"][1]
+    assert far["rule_value"] == pytest.approx(0.999 ** 128) and far["relative_cost"] is None
+    assert "outside the values tried at B = 1024 (0.8798)" in entry["summary"]
+    assert "costs at worst" not in entry["summary"]
+
+
 def test_the_weight_decay_timescale_from_the_smallest_batch():
     """At B = 8 the best is lambda 0.1 at lr 0.01 over D = 1,000 examples: tau = 8 / (0.01 x
     0.1 x 1,000) = 8. At B = 32 the best lr is 0.02, so the rule asks lambda = 32 / (0.02 x 8 x

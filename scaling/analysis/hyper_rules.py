@@ -161,11 +161,17 @@ def _summary(entry: dict) -> str:
         fixed = "; 1 with b2 fixed" if scalar == "b2" else ""
         text += (f"; {what} scales as B^{entry['exponent']:.2f} (0 under the "
                  f"{entry['rule']} rule{fixed})")
-    costs = [p for p in points if p["relative_cost"] is not None]
+    ruled = points[1:]  # the reference batch size follows the rule by construction
+    costs = [p for p in ruled if p["relative_cost"] is not None]
     if costs:
         worst = max(costs, key=lambda p: p["relative_cost"])
-        text += (f"; the rule from B = {entry['reference']['batch_size']} costs at worst "
+        text += (f"; the rule from B = {first['batch_size']} costs at worst "
                  f"{worst['relative_cost']:.3g}x the best steps (B = {worst['batch_size']})")
+    outside = [f"{p['batch_size']} ({p['rule_value']:.4g})" for p in ruled
+               if p["rule_value"] is not None and p["relative_cost"] is None]
+    if outside:
+        text += (f"; the rule's value lies outside the values tried at B = {', '.join(outside)}"
+                 ", where its cost is not measured")
     return text + "."
 
 
