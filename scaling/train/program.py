@@ -33,6 +33,7 @@ class GroupProgram(RunStep):
 
     def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
         super().__init__(task, spec, mesh)
+        self._first = jax.jit(self.first_params)
         self._init = jax.jit(self._init_fn)
         self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
@@ -53,10 +54,13 @@ class GroupProgram(RunStep):
     def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
         return jax.vmap(fn, in_axes=in_axes, spmd_axis_name="runs")
 
-    def _init_fn(self, seeds: jax.Array, hparams: dict, status: jax.Array, data: Any,
-                 eval_data: Any) -> tuple:
-        """Every run's first state and its row at step 0."""
-        rs, row = self._vmap(self._init_run, (0, 0, None, None))(seeds, hparams, data, eval_data)
+    def _init_fn(self, firsts: tuple, which: jax.Array, hparams: dict, status: jax.Array,
+                 data: Any, eval_data: Any) -> tuple:
+        """Every run's first state and its row at step 0; run i starts from firsts[which[i]]
+        (first_params of each seed in the group)."""
+        params, keys = jax.tree.map(lambda *xs: jnp.stack(xs)[which], *firsts)
+        rs, row = self._vmap(self._init_run, (0, 0, 0, None, None))(params, keys, hparams, data,
+                                                                     eval_data)
         rs = rs._replace(status=jnp.where(status == Status.PADDING, Status.PADDING, rs.status))
         return self._shard_runs(rs), self._replicate(row)
 
@@ -142,10 +146,12 @@ class GroupProgram(RunStep):
     # ------------------------------------------------------------ host side
     def init(self, runs: list[RunSpec], status: np.ndarray, data: Any, eval_data: Any
              ) -> tuple[RunState, dict]:
-        seeds = jnp.asarray([r.seed for r in runs], jnp.uint32)
+        seeds = sorted({r.seed for r in runs})
+        firsts = tuple(self._first(jnp.asarray(seed, jnp.uint32)) for seed in seeds)
+        which = jnp.asarray([seeds.index(r.seed) for r in runs], jnp.int32)
         hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
-        return self._init(seeds, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
+        return self._init(firsts, which, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
 
     def model_flops(self, data: Any) -> float | None:
         """XLA's FLOPs of one run's gradient at this batch size (scaling.train.throughput),
@@ -249,11 +255,11 @@ class GroupProgram(RunStep):
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
         """The shapes, dtypes and shardings of a group's state at `width`, nothing allocated."""
-        seeds = jax.ShapeDtypeStruct((width,), jnp.uint32)
+        first = jax.eval_shape(self.first_params, jax.ShapeDtypeStruct((), jnp.uint32))
         hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
-        status = jax.ShapeDtypeStruct((width,), jnp.int32)
-        shapes = jax.eval_shape(self._init, seeds, hparams, status, data, eval_data)[0]
+        per_run = jax.ShapeDtypeStruct((width,), jnp.int32)
+        shapes = jax.eval_shape(self._init, (first,), per_run, hparams, per_run, data, eval_data)[0]
         runs = NamedSharding(self.mesh, P("runs"))
         return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
 
