@@ -10,6 +10,7 @@ have stopped, the group is cut to a smaller width between chunks (scaling.train.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from typing import Any, Callable
@@ -43,6 +44,7 @@ class GroupProgram(RunStep):
         # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
         # compile seconds, chunks run.
         self._compiling = threading.Lock()
+        self._background: concurrent.futures.ThreadPoolExecutor | None = None
         self.compiled: dict[Any, Callable] = {}
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
@@ -280,6 +282,16 @@ class GroupProgram(RunStep):
         another group trains); the group that trains at this width reuses it."""
         return self._compile(self.compile_key(width, data),
                              self._abstract_args(width, data, eval_data), ahead=True)
+
+    def compile_in_background(self, width: int, data: Any, eval_data: Any) -> None:
+        """Start compiling the chunk at `width` on a thread of this program's own, unless it is
+        compiled already: a group's chunk then compiles while its first state does (XLA
+        compiles each program on one core). A failure is left for the chunk's first call."""
+        if self.compile_key(width, data) in self.compiled:
+            return
+        if self._background is None:
+            self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._background.submit(self.compile_ahead, width, data, eval_data)
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
         """The shapes, dtypes and shardings of a group's state at `width`, nothing allocated."""
