@@ -11,6 +11,7 @@ have stopped, the group is cut to a smaller width between chunks (scaling.train.
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
 import time
 from typing import Any, Callable
@@ -300,8 +301,11 @@ class GroupProgram(RunStep):
                    for k in HYPERPARAMS[self.spec.optimizer]}
         per_run = jax.ShapeDtypeStruct((width,), jnp.int32)
         shapes = jax.eval_shape(self._init, (first,), per_run, hparams, per_run, data, eval_data)[0]
-        runs = NamedSharding(self.mesh, P("runs"))
-        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=runs), shapes)
+        # As the state comes out of _init: runs-sharded, but an empty leaf (no targets) comes
+        # out replicated, and a chunk compiled for another sharding would refuse it.
+        runs, empty = NamedSharding(self.mesh, P("runs")), NamedSharding(self.mesh, P())
+        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(
+            s.shape, s.dtype, sharding=runs if math.prod(s.shape) else empty), shapes)
 
     def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         return (self.abstract_state(width, data, eval_data), data, eval_data, self.schedule,
