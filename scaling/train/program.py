@@ -10,10 +10,7 @@ have stopped, the group is cut to a smaller width between chunks (scaling.train.
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
-import threading
-import time
 from typing import Any, Callable
 
 import jax
@@ -24,33 +21,26 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from scaling.config.names import HYPERPARAMS
 from scaling.tasks.base import Task
 from scaling.train import measure, reach, throughput
+from scaling.train.compiles import CompiledChunks
 from scaling.train.optimizers import set_hyperparams
 from scaling.train.reach import Schedule
 from scaling.train.spec import GroupSpec, RunSpec, Status
 from scaling.train.step import RunState, RunStep
 
 
-class GroupProgram(RunStep):
+class GroupProgram(CompiledChunks, RunStep):
     """The compiled init and chunk functions for one GroupSpec on one mesh."""
 
     def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
-        super().__init__(task, spec, mesh)
+        RunStep.__init__(self, task, spec, mesh)
+        CompiledChunks.__init__(self, jax.jit(self._chunk_fn, donate_argnums=0),
+                                spec.data.host_data)
         self._first = jax.jit(self.first_params)
         self._init = jax.jit(self._init_fn)
-        self._chunk = jax.jit(self._chunk_fn, donate_argnums=0)
         self._final = jax.jit(self._final_fn)
         self._take = jax.jit(self._take_fn)
         self._stop = jax.jit(self._stop_fn)
         self._start_from = jax.jit(self._start_from_fn, static_argnums=(5, 6))
-        # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
-        # compile seconds, chunks run.
-        self._compiling = threading.Lock()
-        self._background: concurrent.futures.ThreadPoolExecutor | None = None
-        self.compiled: dict[Any, Callable] = {}
-        self.compile_s: dict[Any, float] = {}
-        self.chunks_at: dict[Any, int] = {}
-        self.ahead: set[Any] = set()  # keys compiled ahead (compile_ahead), before a group ran them
-        self.compile_wait_s = 0.0  # seconds chunk() spent compiling, or waiting for a compile
         self._model_flops: tuple[float | None] | None = None  # model_flops, once counted
         self._in_turn = mesh.devices.flat[0].platform == "cpu"  # see _per_run
 
@@ -246,53 +236,7 @@ class GroupProgram(RunStep):
         end = self.spec.last_step if end_step is None else end_step
         args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
                 jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32))
-        key = self.compile_key(width, data)
-        began = time.perf_counter()
-        self._compile(key, args)  # or wait for the compile started ahead on another thread
-        self.compile_wait_s += time.perf_counter() - began
-        self.chunks_at[key] = self.chunks_at.get(key, 0) + 1
-        return self.compiled[key](*args)
-
-    def compile_key(self, width: int, data: Any) -> Any:
-        """What a compiled chunk is specific to: its width, and host-streamed the number of
-        seeds whose batches it receives."""
-        if not self.spec.data.host_data:
-            return width
-        return width, int(jax.tree.leaves(data)[0].shape[0])
-
-    def _compile(self, key: Any, args: tuple, ahead: bool = False) -> Any:
-        """The chunk for `key`, compiled once; `args` may hold abstract (shape-only) state. A
-        compile started ahead on another thread is waited for, not repeated."""
-        with self._compiling:
-            if key not in self.compiled:
-                start = time.perf_counter()
-                self.compiled[key] = self._chunk.lower(*args).compile()
-                self.compile_s[key] = time.perf_counter() - start
-                if ahead:
-                    self.ahead.add(key)
-            return self.compiled[key]
-
-    def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
-        """XLA's memory analysis of the chunk at `width` (per device), compiled ahead from the
-        state's shapes alone, so no state is allocated; the group that trains at this width
-        reuses the compiled chunk. None where the backend gives no analysis."""
-        return self.compile_ahead(width, data, eval_data).memory_analysis()
-
-    def compile_ahead(self, width: int, data: Any, eval_data: Any) -> Any:
-        """The chunk at `width` compiled from shapes alone (e.g. on a background thread while
-        another group trains); the group that trains at this width reuses it."""
-        return self._compile(self.compile_key(width, data),
-                             self._abstract_args(width, data, eval_data), ahead=True)
-
-    def compile_in_background(self, width: int, data: Any, eval_data: Any) -> None:
-        """Start compiling the chunk at `width` on a thread of this program's own, unless it is
-        compiled already: a group's chunk then compiles while its first state does (XLA
-        compiles each program on one core). A failure is left for the chunk's first call."""
-        if self.compile_key(width, data) in self.compiled:
-            return
-        if self._background is None:
-            self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        self._background.submit(self.compile_ahead, width, data, eval_data)
+        return self._run_compiled(width, args)
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
         """The shapes, dtypes and shardings of a group's state at `width`, nothing allocated."""
