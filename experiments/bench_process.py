@@ -12,9 +12,11 @@ end):
 
 Each prints its seconds from inside (set-up, the arm) and a digest of the final eval losses.
 Without --arm, the script runs the two arms as child processes in turn (engine, tutorial,
-engine, ...) --pairs times and prints each pair's wall ratio and their median: the pairs keep
-the comparison fair when a shared machine's speed drifts. Neither arm uses the persistent
-compilation cache (a cold start, as a first sweep), unless --compile-cache DIR is given.
+engine, ...) --pairs times and prints each pair's ratios of wall and CPU seconds and their
+medians: the pairs keep the comparison fair when a shared machine's speed drifts, and the CPU
+seconds say how much work each process did when other processes share the cores. Neither arm
+uses the persistent compilation cache (a cold start, as a first sweep) unless --compile-cache
+DIR is given.
 
     python experiments/bench_process.py --pairs 5
     python experiments/bench_process.py --arm engine        # one arm, e.g. under /usr/bin/time -v
@@ -23,6 +25,7 @@ compilation cache (a cold start, as a first sweep), unless --compile-cache DIR i
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,7 +53,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--arm", choices=("engine", "tutorial"), help="run this arm here")
     p.add_argument("--pairs", type=int, default=3, help="without --arm: pairs of child processes")
-    p.add_argument("--compile-cache", help="jax's persistent compilation cache folder (default: off)")
+    p.add_argument("--compile-cache",
+                   help="jax's persistent compilation cache folder (default: none, a cold start)")
     return p.parse_args()
 
 
@@ -76,23 +80,32 @@ def run_arm(args: argparse.Namespace) -> None:
 
 
 def pairs(args: argparse.Namespace) -> None:
-    """Both arms as child processes, in turn, timed from outside; each pair's ratio."""
+    """Both arms as child processes, in turn, timed from outside (wall seconds, and the CPU
+    seconds the operating system counted for the child); each pair's ratios, their medians."""
     base = [sys.executable, __file__, "--config", args.config, "--steps", str(args.steps)]
     base += ["--batch-size", str(args.batch_size)] if args.batch_size else []
     base += ["--compile-cache", args.compile_cache] if args.compile_cache else []
-    ratios = []
+    ratios: dict[str, list[float]] = {"wall": [], "cpu": []}
     for i in range(args.pairs):
-        wall = {}
-        for arm in ("engine", "tutorial"):
-            began = time.perf_counter()
-            out = subprocess.run(base + ["--arm", arm, *args.overrides], check=True,
-                                 capture_output=True, text=True).stdout
-            wall[arm] = time.perf_counter() - began
-            print(f"pair {i + 1}: {out.strip()} [process {wall[arm]:.2f} s]", flush=True)
-        ratios.append(wall["tutorial"] / wall["engine"])
-        print(f"pair {i + 1}: tutorial / engine = {ratios[-1]:.2f}x", flush=True)
-    print(f"whole processes, tutorial / engine over {args.pairs} pairs: median "
-          f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
+        took = {arm: child(base + ["--arm", arm, *args.overrides])
+                for arm in ("engine", "tutorial")}
+        for kind, index in (("wall", 0), ("cpu", 1)):
+            ratios[kind].append(took["tutorial"][index] / took["engine"][index])
+        print(f"pair {i + 1}: tutorial / engine = {ratios['wall'][-1]:.2f}x wall, "
+              f"{ratios['cpu'][-1]:.2f}x CPU", flush=True)
+    for kind, values in ratios.items():
+        print(f"whole processes, tutorial / engine {kind} over {args.pairs} pairs: median "
+              f"{statistics.median(values):.2f}x (min {min(values):.2f}x, max {max(values):.2f}x)")
+
+
+def child(command: list[str]) -> tuple[float, float]:
+    """Run one arm's process; (wall seconds, its CPU seconds), its own line printed."""
+    cpu = lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])
+    began, began_cpu = time.perf_counter(), cpu()
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    wall, used = time.perf_counter() - began, cpu() - began_cpu
+    print(f"{out.strip()} [process: {wall:.2f} s wall, {used:.2f} s CPU]", flush=True)
+    return wall, used
 
 
 if __name__ == "__main__":
