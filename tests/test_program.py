@@ -1,6 +1,7 @@
 """The compiled group (scaling.train.program): a vmapped group trains each run as it would
 alone, on one device or a mesh, with common random numbers across learning rates, and each
-epoch visits every example once."""
+epoch visits every example once; each run starts from its seed's initialisation and its rows
+hold its own evaluation, bit for bit; a chunk compiled ahead takes a group without targets."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import numpy as np
 import pytest
 
 from scaling.tasks import build_task
-from scaling.train.mesh import make_mesh
+from scaling.train.loop import run_group
+from scaling.train.mesh import make_mesh, put_replicated
 from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec, group_spec
-from tests.helpers import DIGITS, NQM, config, curves, train
+from scaling.train.start import fresh
+from tests.helpers import DIGITS, NQM, Collect, config, curves, train
 
 
 def test_vmapped_group_equals_runs_one_at_a_time():
@@ -58,6 +61,60 @@ def test_drawn_group_means_shard_over_devices_like_whole_batches():
             for key in ("eval_loss", "train_loss", "gns_g2"):
                 np.testing.assert_allclose(curves(other, key), curves(one, key), rtol=1e-4,
                                            atol=1e-6)
+
+
+@pytest.mark.devices(8)
+def test_a_chunk_compiled_ahead_from_shapes_takes_a_group_without_targets():
+    """Compiled ahead (the next group's, or a fresh group's while its first state compiles),
+    the chunk must accept the real state: with no targets the target leaves are empty, and
+    an empty leaf comes out of the first state replicated, not sharded over the runs."""
+    mesh = make_mesh(2, 4, jax.devices())
+    cfg = config(NQM, "targets=[]", "parallel.runs=2")
+    task = build_task(cfg)
+    program = GroupProgram(task, group_spec(cfg, 8, 4)[0], mesh)
+    data, eval_data = put_replicated(mesh, {}), put_replicated(mesh, task.eval_arrays())
+    program.compile_ahead(2, data, eval_data)
+    runs = [RunSpec(0.3, 0), RunSpec(0.1, 1)]
+    end = run_group(program, fresh(program, runs, data, eval_data, 2), data, eval_data, [])
+    assert [r.steps for r in end.results] == [100, 100] and list(program.compile_s) == [2]
+
+
+def _digits_group():
+    """A digits program on one device and its data, placed."""
+    cfg = config(DIGITS)
+    mesh = make_mesh(1, 1, jax.devices())
+    task = build_task(cfg)
+    program = GroupProgram(task, group_spec(cfg, cfg.batch.sizes[0], 1)[0], mesh)
+    return program, put_replicated(mesh, task.train_arrays()), put_replicated(mesh, task.eval_arrays())
+
+
+def test_each_run_starts_from_its_seeds_initialisation_bit_for_bit():
+    """The parameters are initialised once per seed, unbatched; every run holds exactly what
+    the initialisation vmapped over the runs' split seed keys gives, and its data key."""
+    program, data, eval_data = _digits_group()
+    runs = [RunSpec(0.05, 3), RunSpec(0.2, 1), RunSpec(0.1, 3)]
+    state = fresh(program, runs, data, eval_data, 1).state
+    keys = jax.vmap(lambda s: jax.random.split(jax.random.key(s)))(jnp.array([3, 1, 3], jnp.uint32))
+    vmapped = jax.jit(jax.vmap(program.task.init))(keys[:, 0])
+    for got, want in zip(jax.tree.leaves(state.params), jax.tree.leaves(vmapped)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(jax.random.key_data(state.data_key), jax.random.key_data(keys[:, 1]))
+    assert any(not np.array_equal(x[0], x[1]) for x in jax.tree.leaves(state.params))
+
+
+def test_each_runs_metrics_are_its_own_evaluation():
+    """On CPU the runs are evaluated one after another: the last row of every run holds, bit
+    for bit, the task's evaluation of that run's final parameters alone."""
+    program, data, eval_data = _digits_group()
+    runs = [RunSpec(0.05, 0), RunSpec(0.2, 0), RunSpec(0.5, 1)]
+    collect = Collect(len(runs))
+    end = run_group(program, fresh(program, runs, data, eval_data, 1), data, eval_data, [collect])
+    evaluate = jax.jit(program.evaluate)
+    for i, rows in enumerate(collect.records):
+        alone = evaluate(jax.tree.map(lambda x: x[i], end.state.params), eval_data)
+        assert rows[-1]["step"] == 60
+        for key in ("eval_loss", "eval_accuracy"):
+            assert rows[-1][key] == float(alone[key])
 
 
 def test_common_random_numbers_across_learning_rates():

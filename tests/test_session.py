@@ -1,5 +1,6 @@
 """scaling.sweep.session: the next group's program compiles on a thread while this group
-trains, and its compile seconds are recorded apart from the seconds a group waited."""
+trains (and a fresh group's chunk on its program's thread while its first state compiles),
+and its compile seconds are recorded apart from the seconds a group waited."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from tests.helpers import SWEEP, assert_throughput, config
 def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, monkeypatch):
     """Two batch sizes, one group each: batch 16's chunk is compiled on the background thread
     and its group reuses it (one compile of each chunk, none repeated), its compile seconds
-    recorded apart from the seconds the group waited for compiles."""
+    recorded apart from the seconds the group waited for compiles. Batch 8's chunk compiles
+    ahead too, on its program's thread while the group's first state compiles (start.fresh)."""
     compiled = []
     original = GroupProgram._compile
+    locks: dict[int, threading.Lock] = {}  # per program: the check and the compile together
 
     def spy(self, key, args, ahead=False):
-        if key not in self.compiled:
-            compiled.append((self.spec.batch_size, key, threading.current_thread().name))
-        return original(self, key, args, ahead)
+        with locks.setdefault(id(self), threading.Lock()):
+            if key not in self.compiled:
+                compiled.append((self.spec.batch_size, key, threading.current_thread().name))
+            return original(self, key, args, ahead)
 
     monkeypatch.setattr(GroupProgram, "_compile", spy)
     done = runner.run(config(SWEEP, "seeds=[0]"), tmp_path, quiet=True)
@@ -30,6 +34,8 @@ def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, mon
     assert thread != threading.main_thread().name
     assert assert_throughput(tmp_path) == 2
     ahead = {s["batch_size"]: s["throughput"]["compile_ahead_s"] for s in done}
-    assert ahead[8] == 0 and ahead[16] > 0
+    assert ahead[8] > 0 and ahead[16] > 0
     waited = {s["batch_size"]: s["compile_s"] for s in done}  # on the training thread
-    assert waited[8] > 0 and waited[16] <= ahead[16] + 0.1  # at most the rest of that compile
+    # At most the rest of the compile started ahead (batch 8's may be done when its first
+    # state is, a wait of 0).
+    assert all(waited[b] <= ahead[b] + 0.1 for b in (8, 16)), (waited, ahead)

@@ -149,6 +149,14 @@ def test_mnist1d_split_arithmetic_matches_make_dataset(num_samples):
     assert len(task.train_arrays()["y"]) + len(task.eval_arrays()["y"]) == num_samples // 10 * 10
 
 
+def test_mnist1d_splits_at_its_own_default():
+    """Planning reads the split from TRAIN_SPLIT; generating asks for it explicitly. Both must be
+    mnist1d's default, or data kept on disk from before would be another split."""
+    from mnist1d.data import get_dataset_args
+
+    assert mnist1d.TRAIN_SPLIT == get_dataset_args().train_split
+
+
 def test_charlm_targets_are_inputs_shifted_by_one():
     train = build("charlm").train_arrays()
     np.testing.assert_array_equal(train["y"][:, :-1], train["x"][:, 1:])

@@ -89,10 +89,30 @@ def bench_config(cfg: Config, batch_size: int, steps: int) -> Config:
     return config_mod.from_dict(data)
 
 
-def bench(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None,
-          repeats: int = 1) -> Result:
-    """Train the first `num_runs` runs of the grid at `batch_size` (default: one group's worth)
-    for `steps` steps with the engine and with the tutorial loop; the best of `repeats` counts."""
+@dataclass
+class Setup:
+    """One group of a config, ready for both arms: its program and runs, the data placed for
+    the engine (over the mesh) and for the tutorial loop (on the default device)."""
+
+    program: GroupProgram
+    runs: list[RunSpec]
+    runs_axis: int
+    data: Any
+    eval_data: Any
+    loop_data: Any
+    loop_eval_data: Any
+
+    def engine(self, repeats: int) -> Arm:
+        return engine_arm(self.program, self.runs, self.data, self.eval_data, self.runs_axis,
+                          repeats)
+
+    def tutorial(self) -> TutorialLoop:
+        return TutorialLoop(self.program, self.loop_data, self.loop_eval_data)
+
+
+def setup(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None) -> Setup:
+    """The first `num_runs` runs of the grid at `batch_size` (default: one group's worth) for
+    `steps` steps (bench_config), built but not yet compiled or trained."""
     cfg = bench_config(cfg, batch_size, steps)
     runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
     planned = grid.expand(cfg)
@@ -101,15 +121,22 @@ def bench(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None,
     mesh = make_mesh(runs_axis, data_shards)
     program = GroupProgram(task, group_spec(cfg, batch_size, data_shards)[0], mesh)
     train_arrays, eval_arrays = task.train_arrays() or {}, eval_subset(task, cfg)
-    data, eval_data = put_replicated(mesh, train_arrays), put_replicated(mesh, eval_arrays)
-    engine = engine_arm(program, runs, data, eval_data, runs_axis, repeats)
     device = jax.devices()[0]  # the tutorial loop runs on the default device, as tutorials do
-    loop = TutorialLoop(program, jax.device_put(train_arrays, device),
-                        jax.device_put(eval_arrays, device))
-    tutorial = loop.arm(runs, repeats)
-    peak, source = throughput.peak(device, program.precision)
-    return Result(batch_size, len(runs), steps, mesh.devices.size, engine, tutorial,
-                  program.model_flops(data), peak, source)
+    return Setup(program, runs, runs_axis, put_replicated(mesh, train_arrays),
+                 put_replicated(mesh, eval_arrays), jax.device_put(train_arrays, device),
+                 jax.device_put(eval_arrays, device))
+
+
+def bench(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None,
+          repeats: int = 1) -> Result:
+    """Train the first `num_runs` runs of the grid at `batch_size` (default: one group's worth)
+    for `steps` steps with the engine and with the tutorial loop; the best of `repeats` counts."""
+    s = setup(cfg, batch_size, steps, num_runs)
+    engine = s.engine(repeats)
+    tutorial = s.tutorial().arm(s.runs, repeats)
+    peak, source = throughput.peak(jax.devices()[0], s.program.precision)
+    return Result(s.program.spec.batch_size, len(s.runs), steps, s.program.mesh.devices.size,
+                  engine, tutorial, s.program.model_flops(s.data), peak, source)
 
 
 def engine_arm(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
@@ -117,7 +144,7 @@ def engine_arm(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data:
                ) -> Arm:
     """The engine: a first run_group call (compiling), then `repeats` timed calls on the
     compiled program, each from a fresh state; compile seconds = first - best."""
-    last = _LastRows(len(runs))
+    last = LastRows(len(runs))
     began = clock()
     run_group(program, fresh(program, runs, data, eval_data, runs_axis), data, eval_data, [last])
     first = clock() - began
@@ -130,7 +157,7 @@ def engine_arm(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data:
                [row.get("eval_loss", float("nan")) for row in last.last])
 
 
-class _LastRows(Sink):
+class LastRows(Sink):
     """Each run's last row."""
 
     def __init__(self, runs: int) -> None:

@@ -37,8 +37,8 @@ class GroupEnd:
     (or waiting for a compile started ahead), its training seconds (the chunks from the first
     dispatch to the last rows read, those compile seconds left out), its last state (to
     continue it elsewhere), and the compile seconds of its chunks compiled ahead, before it
-    started (overlapping the previous group's training; only what was left of them when the
-    group needed them counts in compile_s)."""
+    started (overlapping the previous group's training, or its own first state's compile;
+    only what was left of them when the group needed them counts in compile_s)."""
 
     results: list[RunResult]
     compile_s: float

@@ -53,6 +53,8 @@ def fresh(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
     padded = runs + [runs[-1]] * (wide - len(runs))
     status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * (wide - len(runs)))
     began = time.perf_counter()
+    if not program.spec.data.host_data:  # a streamed chunk's shapes come with its first batches
+        program.compile_in_background(wide, data, eval_data)
     rs, row0 = program.init(padded, status, data, eval_data)
     packing = Packing(len(runs), wide, program.spec.repack, runs_axis)
     return Start(runs, rs, packing, first_rows=jax.device_get(row0),
