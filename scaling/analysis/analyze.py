@@ -29,7 +29,7 @@ from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_
 from scaling.analysis.selection import Choice, choose, resampled_steps
 from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lines,
                                     unreached_reason)
-from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval, regimes
+from scaling.analysis.tradeoff import fit_tradeoff, fit_tradeoffs, percentile_interval, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import LR_SELECTIONS, REACH_RULES
 from scaling.config.targets import FIRST, Reach
@@ -116,11 +116,10 @@ def _finite_or_none(value: float) -> float | None:
 # ---------------------------------------------------------------- trade-off fit with interval
 
 
-def _fit_samples(sizes: np.ndarray, steps: np.ndarray) -> tuple[float, float] | None:
-    ok = np.isfinite(steps) & (steps > 0)
-    if len(np.unique(sizes[ok])) < 2:
-        return None
-    return fit_tradeoff(sizes[ok], steps[ok])
+def _fitted(sizes: np.ndarray, steps: np.ndarray) -> list[tuple[float, float]]:
+    """The S(B) fits of every draw (rows) at once, the draws that cannot be fitted left out."""
+    fits = fit_tradeoffs(sizes, steps)
+    return [(float(s), float(e)) for s, e in fits if not np.isnan(s)]
 
 
 def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
@@ -137,17 +136,15 @@ def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], 
         if len(points) < 3:
             return []
         steps = np.array([fit_steps(p) for p in points])
-        draws = (rng.integers(0, len(points), len(points)) for _ in range(num))
-        fits = (_fit_samples(sizes[i], steps[i]) for i in draws)
-        return [f for f in fits if f is not None]
+        draws = np.array([rng.integers(0, len(points), len(points)) for _ in range(num)])
+        return _fitted(sizes[draws], steps[draws])
     best = np.empty((len(points), num))
     for row, p in enumerate(points):
         steps, grids = stacks[p["batch_size"]], grids_by_size[p["batch_size"]]
         draws = rng.integers(0, steps.shape[1], (num, steps.shape[1]))
         best[row] = draw_steps(grids, how, draws) if p.get("optimum") \
             else resampled_steps(steps, how, draws)
-    fits = (_fit_samples(sizes, best[:, k]) for k in range(num))
-    return [f for f in fits if f is not None]
+    return _fitted(sizes[None, :], best.T)
 
 
 def fit_with_interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
