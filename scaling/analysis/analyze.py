@@ -319,6 +319,16 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     `lr_rules`, and `hyper_rules` where b2 or weight_decay was searched); the top-level ones
     are the first such target's. fixed_budget or both adds `fixed_budget` (budget_folder).
     """
+    return analyze_with_draws(out, targets, bootstrap, seed, reach, lr_selection, view, metric)[0]
+
+
+def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
+                       seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
+                       view: str | None = None, metric: str | None = None
+                       ) -> tuple[dict, np.ndarray | None]:
+    """`analyze`, and with the fixed-budget view the folder's bootstrap draws of (B_opt, eta*,
+    the metric there), which a parent folder's laws read (scaling.analysis.cells) rather than
+    measure the cell a second time."""
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
     records, scheduled = _records(out)
@@ -349,10 +359,11 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                                      for a in store.read_arithmetic(out) or []}),
               "b_crit_power_law": definitions.power_laws(results),
               "schedules": schedules}
-    if view != "steps":
-        result["fixed_budget"] = budget_section(out, cfg, records, metric, bootstrap, seed,
-                                                result["targets"])
-    return result
+    if view == "steps":
+        return result, None
+    result["fixed_budget"], draws = budget_section(out, cfg, records, metric, bootstrap, seed,
+                                                   result["targets"])
+    return result, draws
 
 
 def summary_table(analysis: dict) -> str:
