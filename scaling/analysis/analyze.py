@@ -29,7 +29,7 @@ from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_
 from scaling.analysis.selection import Choice, choose, resampled_steps
 from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lines,
                                     unreached_reason)
-from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval, regimes
+from scaling.analysis.tradeoff import fit_tradeoff, fit_tradeoffs, percentile_interval, regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import LR_SELECTIONS, REACH_RULES
 from scaling.config.targets import FIRST, Reach
@@ -116,11 +116,10 @@ def _finite_or_none(value: float) -> float | None:
 # ---------------------------------------------------------------- trade-off fit with interval
 
 
-def _fit_samples(sizes: np.ndarray, steps: np.ndarray) -> tuple[float, float] | None:
-    ok = np.isfinite(steps) & (steps > 0)
-    if len(np.unique(sizes[ok])) < 2:
-        return None
-    return fit_tradeoff(sizes[ok], steps[ok])
+def _fitted(sizes: np.ndarray, steps: np.ndarray) -> list[tuple[float, float]]:
+    """The S(B) fits of every draw (rows) at once, the draws that cannot be fitted left out."""
+    fits = fit_tradeoffs(sizes, steps)
+    return [(float(s), float(e)) for s, e in fits if not np.isnan(s)]
 
 
 def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
@@ -137,17 +136,15 @@ def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], 
         if len(points) < 3:
             return []
         steps = np.array([fit_steps(p) for p in points])
-        draws = (rng.integers(0, len(points), len(points)) for _ in range(num))
-        fits = (_fit_samples(sizes[i], steps[i]) for i in draws)
-        return [f for f in fits if f is not None]
+        draws = np.array([rng.integers(0, len(points), len(points)) for _ in range(num)])
+        return _fitted(sizes[draws], steps[draws])
     best = np.empty((len(points), num))
     for row, p in enumerate(points):
         steps, grids = stacks[p["batch_size"]], grids_by_size[p["batch_size"]]
         draws = rng.integers(0, steps.shape[1], (num, steps.shape[1]))
         best[row] = draw_steps(grids, how, draws) if p.get("optimum") \
             else resampled_steps(steps, how, draws)
-    fits = (_fit_samples(sizes, best[:, k]) for k in range(num))
-    return [f for f in fits if f is not None]
+    return _fitted(sizes[None, :], best.T)
 
 
 def fit_with_interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
@@ -322,6 +319,16 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
     `lr_rules`, and `hyper_rules` where b2 or weight_decay was searched); the top-level ones
     are the first such target's. fixed_budget or both adds `fixed_budget` (budget_folder).
     """
+    return analyze_with_draws(out, targets, bootstrap, seed, reach, lr_selection, view, metric)[0]
+
+
+def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
+                       seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
+                       view: str | None = None, metric: str | None = None
+                       ) -> tuple[dict, np.ndarray | None]:
+    """`analyze`, and with the fixed-budget view the folder's bootstrap draws of (B_opt, eta*,
+    the metric there), which a parent folder's laws read (scaling.analysis.cells) rather than
+    measure the cell a second time."""
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
     records, scheduled = _records(out)
@@ -352,10 +359,11 @@ def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 
                                      for a in store.read_arithmetic(out) or []}),
               "b_crit_power_law": definitions.power_laws(results),
               "schedules": schedules}
-    if view != "steps":
-        result["fixed_budget"] = budget_section(out, cfg, records, metric, bootstrap, seed,
-                                                result["targets"])
-    return result
+    if view == "steps":
+        return result, None
+    result["fixed_budget"], draws = budget_section(out, cfg, records, metric, bootstrap, seed,
+                                                   result["targets"])
+    return result, draws
 
 
 def summary_table(analysis: dict) -> str:

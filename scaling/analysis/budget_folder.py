@@ -89,11 +89,11 @@ def section(cells: list[dict], draws: list[np.ndarray | None], unit: str, bootst
 
 
 def budget_section(out: Path, cfg: dict, records: list[dict], metric: str, bootstrap: int,
-                   seed: int, targets: list[dict]) -> dict:
-    """The `fixed_budget` section of a single results folder."""
+                   seed: int, targets: list[dict]) -> tuple[dict, np.ndarray | None]:
+    """The `fixed_budget` section of a single results folder, and its cell's draws."""
     entry, draws = measure(cfg, records, metric, bootstrap, seed, targets)
     return section([{"name": Path(out).name, **entry}], [draws], batch_unit(cfg, records),
-                   bootstrap, seed)
+                   bootstrap, seed), draws
 
 
 def summary_lines(analysis: dict) -> list[str]:

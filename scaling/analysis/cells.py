@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from scaling import store
-from scaling.analysis.analyze import _sweep_yaml, analyze
-from scaling.analysis.budget_folder import measure, reading, section
+from scaling.analysis.analyze import _sweep_yaml, analyze_with_draws
+from scaling.analysis.budget_folder import reading, section
 from scaling.store.cells import read_cells
 
 log = logging.getLogger("scaling.analysis")
@@ -29,14 +28,14 @@ def analyze_cells(out: str | Path, bootstrap: int = 1000, seed: int = 0,
         folder = out / cell["folder"]
         cfg = _sweep_yaml(folder)
         cell_view, cell_metric = reading(cfg, view, metric)
-        result = analyze(folder, bootstrap=bootstrap, seed=seed,
-                         view="both" if cell_view == "steps" else cell_view, metric=cell_metric)
+        result, cell_draws = analyze_with_draws(
+            folder, bootstrap=bootstrap, seed=seed,
+            view="both" if cell_view == "steps" else cell_view, metric=cell_metric)
         per_cell[cell["name"]] = result
-        entry, cell_draws = measure(cfg, store.load(folder), cell_metric, bootstrap, seed,
-                                    result["targets"])
+        entry = result["fixed_budget"]["cells"][0]
         entries.append({"name": cell["name"], "folder": cell["folder"],
                         "compute": cell.get("compute"),
-                        **{k: v for k, v in entry.items() if k not in PARENT_KEYS}})
+                        **{k: v for k, v in entry.items() if k not in ("name", *PARENT_KEYS)}})
         draws.append(cell_draws)
         log.info("cell %s: %d runs", cell["name"], entry["num_runs"])
     first = per_cell[manifest["cells"][0]["name"]]

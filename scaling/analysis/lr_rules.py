@@ -10,12 +10,13 @@ optima, with bootstrap intervals from refits on resampled optima (scaling.analys
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
 from scaling.analysis.optima import optimum, resampled_optima
 from scaling.analysis.table import LRCurve
-from scaling.analysis.tradeoff import fit_tradeoff, percentile_interval
+from scaling.analysis.tradeoff import fit_tradeoffs, percentile_interval
 from scaling.config.learning_rates import scaled_lr
 from scaling.formatting import interval, number
 
@@ -59,16 +60,35 @@ def bound_at_lr(grid: LRCurve, lr: float) -> float | None:
     return float(np.interp(log_lr, x[pair], known[pair]))
 
 
-def noise_scale_fit(optima: list[dict]) -> dict | None:
-    """eps_max, B_noise of lr = eps_max / (1 + B_noise / B), least squares on log lr.
+def _padded(draws: list[list[dict]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each draw's batch sizes and optima as rows (draws x their most points), NaN past a
+    draw's own points, and whether each row spans 3 or more batch sizes (the rules' fits
+    need them)."""
+    width = max((len(d) for d in draws), default=1)
+    sizes, lrs = np.full((len(draws), width), np.nan), np.full((len(draws), width), np.nan)
+    for row, draw in enumerate(draws):
+        sizes[row, :len(draw)] = [o["batch_size"] for o in draw]
+        lrs[row, :len(draw)] = [o["learning_rate"] for o in draw]
+    distinct = 1 + np.sum(np.diff(np.sort(sizes, axis=1), axis=1) > 0, axis=1)
+    return sizes, lrs, distinct >= 3
 
-    1/lr = 1/eps_max + (B_noise/eps_max) / B has the form of S(B), so fit_tradeoff solves it.
+
+def noise_scale_fits(draws: list[list[dict]]) -> list[dict | None]:
+    """eps_max, B_noise of lr = eps_max / (1 + B_noise / B) for each draw of the optima at
+    once, least squares on log lr; None for a draw with fewer than 3 batch sizes.
+
+    1/lr = 1/eps_max + (B_noise/eps_max) / B has the form of S(B), so fit_tradeoffs solves it.
     """
-    sizes = [o["batch_size"] for o in optima]
-    if len(set(sizes)) < 3:
-        return None
-    inv_eps, slope = fit_tradeoff(sizes, [1.0 / o["learning_rate"] for o in optima])
-    return {"eps_max": 1.0 / inv_eps, "b_noise": slope / inv_eps}
+    sizes, lrs, fitted = _padded(draws)
+    fits = np.full((len(draws), 2), np.nan)
+    fits[fitted] = fit_tradeoffs(sizes[fitted], 1.0 / lrs[fitted])
+    return [{"eps_max": 1.0 / inv_eps, "b_noise": slope / inv_eps} if ok else None
+            for (inv_eps, slope), ok in zip(fits.tolist(), fitted)]
+
+
+def noise_scale_fit(optima: list[dict]) -> dict | None:
+    """The noise-scale rule fitted to one set of optima (noise_scale_fits' one draw)."""
+    return noise_scale_fits([optima])[0]
 
 
 def _log_cosh(x: np.ndarray) -> np.ndarray:
@@ -76,51 +96,64 @@ def _log_cosh(x: np.ndarray) -> np.ndarray:
     return x + np.log1p(np.exp(-2.0 * x)) - math.log(2.0)
 
 
-def _surge_cost(log_peaks: np.ndarray, log_b: np.ndarray, log_lr: np.ndarray) -> np.ndarray:
-    """Squared residuals of log lr at each candidate log B_peak, log eta_max at its best."""
-    z = log_lr[None, :] + _log_cosh((log_b[None, :] - log_peaks[:, None]) / 2.0)
-    return np.sum((z - z.mean(axis=1, keepdims=True)) ** 2, axis=1)
+def _surge_cost(log_peaks: np.ndarray, log_b: np.ndarray, log_lr: np.ndarray,
+                used: np.ndarray) -> np.ndarray:
+    """Squared residuals of log lr at each draw's candidate log B_peak (draws x candidates),
+    log eta_max at its best; a draw's unused points (used 0) count for nothing."""
+    z = log_lr[:, None, :] + _log_cosh((log_b[:, None, :] - log_peaks[:, :, None]) / 2.0)
+    mean = np.sum(z * used[:, None, :], axis=2, keepdims=True) / used.sum(axis=1)[:, None, None]
+    return np.sum((z - mean) ** 2 * used[:, None, :], axis=2)
 
 
-def _golden_section(cost, lo: float, hi: float, iterations: int = 45) -> float:
-    """The minimum of a one-dimensional `cost` within [lo, hi], unimodal there."""
+def _golden_section(cost: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                    iterations: int = 45) -> np.ndarray:
+    """The minimum of each draw's one-dimensional `cost` within its [lo, hi], unimodal there;
+    all draws searched at once."""
     g = (math.sqrt(5.0) - 1.0) / 2.0
     c, d = hi - g * (hi - lo), lo + g * (hi - lo)
     fc, fd = cost(c), cost(d)
     for _ in range(iterations):
-        if fc < fd:
-            hi, d, fd = d, c, fc
-            c = hi - g * (hi - lo)
-            fc = cost(c)
-        else:
-            lo, c, fc = c, d, fd
-            d = lo + g * (hi - lo)
-            fd = cost(d)
+        left = fc < fd  # the minimum lies in [lo, d]: d becomes the upper end
+        lo, hi = np.where(left, lo, c), np.where(left, d, hi)
+        c, d = np.where(left, hi - g * (hi - lo), d), np.where(left, c, lo + g * (hi - lo))
+        new = cost(np.where(left, c, d))
+        fc, fd = np.where(left, new, fd), np.where(left, fc, new)
     return (lo + hi) / 2.0
 
 
-def surge_fit(optima: list[dict]) -> dict | None:
+def surge_fits(draws: list[list[dict]]) -> list[dict | None]:
     """eta_max, B_peak of lr = 2 eta_max / (sqrt(B_peak / B) + sqrt(B / B_peak)) (Li et al.
-    2024), least squares on log lr; None with fewer than 3 batch sizes.
+    2024) for each draw of the optima at once, least squares on log lr; None for a draw with
+    fewer than 3 batch sizes.
 
     In u = log B that is log lr = log eta_max - log cosh((u - log B_peak) / 2), so for each
     B_peak the best log eta_max is a mean and one dimension is searched: a grid over the
     measured batch sizes widened SURGE_PEAK_RANGE-fold each way, then a golden section around
     its best point. An optimum that only rises (or falls) puts B_peak at the range's edge.
     """
-    if len({o["batch_size"] for o in optima}) < 3:
-        return None
-    log_b = np.log([o["batch_size"] for o in optima])
-    log_lr = np.log([o["learning_rate"] for o in optima])
+    sizes, lrs, fitted = _padded(draws)
+    if not fitted.any():
+        return [None] * len(draws)
+    used = np.isfinite(sizes[fitted]).astype(float)
+    log_b, log_lr = (np.log(np.where(used > 0, x[fitted], 1.0)) for x in (sizes, lrs))
     edge = math.log(SURGE_PEAK_RANGE)
-    grid = np.linspace(log_b.min() - edge, log_b.max() + edge, 401)
-    k = int(np.argmin(_surge_cost(grid, log_b, log_lr)))
-    peak = _golden_section(lambda c: float(_surge_cost(np.array([c]), log_b, log_lr)[0]),
-                           grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)])
-    log_eta = float(np.mean(log_lr + _log_cosh((log_b - peak) / 2.0)))
-    cost = float(_surge_cost(np.array([peak]), log_b, log_lr)[0])
-    return {"eta_max": math.exp(log_eta), "b_peak": math.exp(peak),
-            "rms_log_residual": math.sqrt(cost / len(log_b))}
+    grid = np.linspace(np.nanmin(np.log(sizes[fitted]), axis=1) - edge,
+                       np.nanmax(np.log(sizes[fitted]), axis=1) + edge, 401, axis=1)
+    k = np.argmin(_surge_cost(grid, log_b, log_lr, used), axis=1)
+    rows = np.arange(len(grid))
+    at = lambda c: _surge_cost(c[:, None], log_b, log_lr, used)[:, 0]
+    peak = _golden_section(at, grid[rows, np.maximum(k - 1, 0)],
+                           grid[rows, np.minimum(k + 1, grid.shape[1] - 1)])
+    log_eta = np.sum((log_lr + _log_cosh((log_b - peak[:, None]) / 2.0)) * used, axis=1)
+    fits = iter(zip(np.exp(log_eta / used.sum(axis=1)).tolist(), np.exp(peak).tolist(),
+                    np.sqrt(at(peak) / used.sum(axis=1)).tolist()))
+    return [dict(zip(("eta_max", "b_peak", "rms_log_residual"), next(fits))) if ok else None
+            for ok in fitted]
+
+
+def surge_fit(optima: list[dict]) -> dict | None:
+    """The surge rule fitted to one set of optima (surge_fits' one draw)."""
+    return surge_fits([optima])[0]
 
 
 def _with_intervals(fit: dict | None, samples: list[dict | None], keys: tuple[str, ...]) -> dict | None:
@@ -245,9 +278,9 @@ def lr_rules(target: str, points: list[dict], grid_by_size: dict[int, LRCurve],
         return None
     optima = [{"batch_size": p["batch_size"], "learning_rate": optimum(p)} for p in points]
     draws = resampled_optima(points, grid_by_size, bootstrap, rng or np.random.default_rng(0))
-    noise = _with_intervals(noise_scale_fit(optima), [noise_scale_fit(d) for d in draws],
+    noise = _with_intervals(noise_scale_fit(optima), noise_scale_fits(draws),
                             ("eps_max", "b_noise"))
-    surge = _with_intervals(surge_fit(optima), [surge_fit(d) for d in draws], ("eta_max", "b_peak"))
+    surge = _with_intervals(surge_fit(optima), surge_fits(draws), ("eta_max", "b_peak"))
     rules = {name: [] for name in RULES}
     for name, rule in _predictions(optima[0], noise, surge).items():
         rules[name] = [_rule_entry(p, o["learning_rate"], rule(p["batch_size"]),
