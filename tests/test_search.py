@@ -90,43 +90,68 @@ def test_the_lattice_splits_the_grid_factor_into_steps_within_the_resolution():
     assert S.Settings(1.2, 1.25).step == pytest.approx(math.sqrt(1.2))
 
 
-@pytest.mark.parametrize("at", [0.5, 0.7, 1.3])
-def test_one_round_at_the_parabolas_minimum_ends_a_smooth_valley(at):
+@pytest.mark.parametrize("at, first, second", [
+    (0.5, (18, 26), (21, 23)),  # the optimum on the grid's 0.5 (lattice point 22)
+    (0.7, (20, 25, 28), (24, 26)),  # between 0.5 and 1.58: lattice point 25.2
+    (1.3, (28, 31, 35), (30, 32)),  # lattice point 31.1, nearest the grid's 1.58 (33)
+])
+def test_two_rounds_at_the_parabolas_minimum_end_a_smooth_valley(at, first, second):
     """A log-parabola valley: the parabola through the grid's best and its neighbours has its
-    minimum exactly at the optimum, so one round trains the lattice point nearest it and its
-    two lattice neighbours (two where the nearest was tried) and the search is done, where
-    halving the spacing took four rounds of two rates."""
+    minimum exactly at the optimum. Round one trains the lattice point nearest it and one a
+    third of the way to each neighbour (at 0.7: the grid's best 0.5 = point 22 lies between 11
+    and 33, the minimum at point 25, so 25 - round(14 / 3) = 20 and 25 + round(8 / 3) = 28);
+    round two the nearest point's two lattice neighbours; then the best and its neighbours
+    span two lattice steps and the search is done, where halving the spacing took four
+    rounds."""
     valley = lambda lr: 100 * math.exp(2.0 * math.log(lr / at) ** 2)
     read = lambda lr: S.RunReading(lr, 0, {"t": valley(lr)})
-    grid = [0.05, 0.158114, 0.5, 1.58114, 5.0]  # half a decade apart
+    grid = [0.05, 0.158114, 0.5, 1.58114, 5.0]  # half a decade apart: points 0, 11, .., 44
     s = S.Settings(HALF_DECADE, 1.25, 10, 0.0, 0.05)
     runs, plans = search(grid, read, ["t"], s)
-    m = s.lattice_index(at)
-    asked = [s.on_lattice(k) for k in (m - 1, m, m + 1) if S.rate_key(s.on_lattice(k))
-             not in {S.rate_key(lr) for lr in grid}]
-    assert plans[0].learning_rates == pytest.approx(tuple(asked), rel=1e-5)
-    assert len(plans) == 2 and plans[1].done
+    for plan, points in zip(plans, (first, second)):
+        assert plan.learning_rates == pytest.approx(tuple(s.on_lattice(k) for k in points),
+                                                    rel=1e-5)
+    assert len(plans) == 3 and plans[2].done
     lo, best, hi = bracket_of(runs, "t")
-    assert best.learning_rate == pytest.approx(s.on_lattice(m), rel=1e-5)
+    assert best.learning_rate == pytest.approx(s.on_lattice(s.lattice_index(at)), rel=1e-5)
     assert hi.learning_rate / lo.learning_rate == pytest.approx(s.step ** 2, rel=1e-5)
 
 
 def test_a_stopped_or_unreached_neighbour_still_moves_the_search():
-    """A neighbour stopped as dominated counts at its bound in the parabola; one never reached
-    gives no parabola, and the best's own lattice neighbours are asked for."""
+    """A neighbour stopped as dominated counts at its bound in the parabola: through (0.1, 300),
+    (0.316, 100) and (1, 120) its minimum is 0.477, lattice point 14.9 from 0.1, so the round
+    asks points 15, 15 - round(15 / 3) = 10 and 15 + round(7 / 3) = 17. A neighbour never
+    reached gives no parabola: the round centres on the best (point 11) and asks 7 and 15."""
     s = S.Settings(HALF_DECADE, 1.25, 5, 0.0, 0.1)
     reading = lambda lr, v: S.RunReading(lr, 0, {"t": v})
     stopped = [reading(0.1, 300.0), reading(0.316228, 100.0), reading(1.0, Censored(120))]
     plan = S.next_round(stopped, ["t"], s, 0)
-    vertex = optimum.vertex([0.1, 0.316228, 1.0], [300.0, 100.0, 120.0])[0]
-    m = s.lattice_index(vertex)
-    assert m > s.lattice_index(0.316228) and "parabola's minimum" in plan.reasons["t"]
-    assert plan.learning_rates == pytest.approx(
-        tuple(s.on_lattice(k) for k in (m - 1, m, m + 1) if k != 11), rel=1e-5)
+    assert optimum.vertex([0.1, 0.316228, 1.0], [300.0, 100.0, 120.0])[0] == pytest.approx(
+        0.47735, rel=1e-4)
+    assert plan.learning_rates == pytest.approx(tuple(s.on_lattice(k) for k in (10, 15, 17)),
+                                                rel=1e-5)
+    assert "parabola's minimum 0.4773" in plan.reasons["t"]
     never = [reading(0.1, 300.0), reading(0.316228, 100.0), reading(1.0, None)]
     plan = S.next_round(never, ["t"], s, 0)
-    assert plan.learning_rates == pytest.approx((0.316228 / s.step, 0.316228 * s.step), rel=1e-5)
+    assert plan.learning_rates == pytest.approx((s.on_lattice(7), s.on_lattice(15)), rel=1e-5)
     assert "no parabola" in plan.reasons["t"]
+
+
+def test_a_bracket_wider_than_the_resolution_always_gets_a_new_rate():
+    """Random grids (any spacing, rates off the lattice) and valleys: while the best's
+    neighbours span more than the resolution, the round asks at least one new rate strictly
+    between them, so the search never stalls short of its bracket."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        s = S.Settings(float(rng.uniform(1.05, 4.0)), 1.25, 5, 0.0, float(rng.uniform(0.5, 2)))
+        lo = math.exp(rng.uniform(-2, 0))
+        lr = lo * math.exp(rng.uniform(0.01, 0.8))
+        hi = lr * math.exp(rng.uniform(0.01, 0.8))
+        if hi / lo <= 1.25:
+            continue
+        steps = {lo: rng.uniform(101, 300), lr: 100.0, hi: rng.uniform(101, 300)}
+        plan = S.next_round([S.RunReading(x, 0, {"t": v}) for x, v in steps.items()], ["t"], s, 0)
+        assert any(lo < a < hi for a in plan.learning_rates), (lo, lr, hi, s)
 
 
 def test_divergence_stops_the_outward_walk():
@@ -166,11 +191,12 @@ def test_every_target_counts_and_the_rounds_are_deduplicated():
     runs = [read(lr) for lr in (0.1, 0.316228, 1.0, 3.16228)]
     s = S.Settings(HALF_DECADE)
     plan = S.next_round(runs, ["a", "b"], s, 0)
-    m = s.lattice_index(0.3)  # the parabola's minimum: the valley is one in log-log
-    assert m == -12 and plan.learning_rates == pytest.approx(  # -11 is the grid's 0.316228
-        (s.on_lattice(-13), s.on_lattice(-12)), rel=1e-5)
+    # the parabola's minimum 0.3 (the valley is one in log-log) is lattice point -12, between
+    # -22 (0.1) and 0 (1): -12 - round(10 / 3) = -15 and -12 + round(12 / 3) = -8
+    assert s.lattice_index(0.3) == -12 and plan.learning_rates == pytest.approx(
+        tuple(s.on_lattice(k) for k in (-15, -12, -8)), rel=1e-5)
     plan = S.next_round(runs, ["a", "b", "c"], S.Settings(HALF_DECADE), 0)
-    assert len(plan.learning_rates) == 3  # c's best is the highest: one step up, 10
+    assert len(plan.learning_rates) == 4  # c's best is the highest: one step up, 10
     assert plan.learning_rates[-1] == pytest.approx(10.0, rel=1e-5)
     assert all(S.rate_key(lr) not in {S.rate_key(r.learning_rate) for r in runs}
                for lr in plan.learning_rates)
@@ -180,9 +206,10 @@ def test_unreached_and_censored_cells_bound_the_bracket():
     """A neighbour stopped as dominated (censored) or not reached still closes a side."""
     runs = [S.RunReading(0.1, 0, {"t": Censored(300.0)}), S.RunReading(0.3, 0, {"t": 100.0}),
             S.RunReading(1.0, 0, {"t": None})]
-    s = S.Settings(HALF_DECADE)
+    s = S.Settings(HALF_DECADE)  # no parabola (1.0 never reached): centred on 0.3, point -12
     plan = S.next_round(runs, ["t"], s, 0)
-    assert plan.learning_rates == pytest.approx((0.3 / s.step, 0.3 * s.step), rel=1e-5)
+    assert plan.learning_rates == pytest.approx(tuple(s.on_lattice(k) for k in (-15, -12, -8)),
+                                                rel=1e-5)
     nothing = [S.RunReading(lr, 0, {"t": None}) for lr in (0.1, 0.3)]
     assert S.next_round(nothing, ["t"], S.Settings(3.0), 0).learning_rates == (0.9,)
     blown = [S.RunReading(0.1, 0, {"t": None}), S.RunReading(0.3, 0, {"t": None}, diverged=True)]

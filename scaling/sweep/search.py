@@ -181,8 +181,8 @@ def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
     neighbours (one stopped as dominated counted at the steps it is known to exceed; no
     parabola where one never reached: the best itself), and a point each side a third of the
     way to the neighbour (at least one step), so a misplaced minimum still shrinks the bracket
-    by a third; those strictly between the neighbours and not tried yet, else the best's own
-    lattice neighbours."""
+    by a third; those strictly between the neighbours and not tried yet. While the neighbours
+    span more than the resolution (at least two lattice steps), one of them is."""
     lr, lo, hi = (row[i].learning_rate for i in (best, best - 1, best + 1))
     ratio = hi / lo
     if ratio <= s.resolution * (1 + 1e-9):
@@ -192,11 +192,9 @@ def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
     at = float(log_vertex(np.array([lo, lr, hi]), np.array(steps), 1)[0])
     centre = s.lattice_index(at if math.isfinite(at) else lr)
     reach = [max(1, round(abs(centre - s.lattice_index(n)) / 3)) for n in (lo, hi)]
-    inside = lambda rates: [a for a in rates if lo * (1 + 1e-9) < a < hi * (1 - 1e-9)
-                            and rate_key(a) != rate_key(lr)]
-    asks = inside([s.on_lattice(k) for k in (centre - reach[0], centre, centre + reach[1])])
-    if not asks:
-        asks = inside([lr / s.step, lr * s.step])
+    points = (s.on_lattice(k) for k in (centre - reach[0], centre, centre + reach[1]))
+    asks = [a for a in points if lo * (1 + 1e-9) < a < hi * (1 - 1e-9)
+            and rate_key(a) != rate_key(lr)]
     where = f"its parabola's minimum {at:.4g}" if math.isfinite(at) else "no parabola (a " \
         "neighbour not reached)"
     return asks, (f"best {lr:.4g} between {lo:.4g} and {hi:.4g} ({ratio:.3g}x > resolution "
