@@ -269,9 +269,14 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
 
 
 def sweep_reading(out: Path) -> Reach:
-    """The rule a sweep folder ran with (sweep.yaml); one written before the rules existed has
-    no `reached` section, and its runs stopped at the first crossing."""
-    section = _sweep_yaml(Path(out)).get("reached")
+    """The rule a sweep folder ran with (sweep.yaml)."""
+    return _reach_of(_sweep_yaml(Path(out)))
+
+
+def _reach_of(cfg: dict) -> Reach:
+    """The rule of a sweep.yaml; one written before the rules existed has no `reached`
+    section, and its runs stopped at the first crossing."""
+    section = cfg.get("reached")
     return Reach(**section) if section else FIRST
 
 
@@ -284,11 +289,11 @@ def clipped_reading(cfg: dict) -> bool:
     return ext is False or ext is None or ext <= 1 or not stops
 
 
-def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, str]:
-    """The rule and selection to analyse with: as given, else the sweep's own."""
-    cfg = _sweep_yaml(out)
+def _reading(cfg: dict, reach: Reach | None, how: str | None) -> tuple[Reach, str]:
+    """The rule and selection to analyse with: as given, else the sweep's own (`cfg`, its
+    sweep.yaml)."""
     if reach is None:
-        reach = sweep_reading(out)
+        reach = _reach_of(cfg)
     how = how or (cfg.get("analysis") or {}).get("lr_selection") or AnalysisConfig.lr_selection
     need(reach.rule in REACH_RULES, "reached.rule", reach.rule, f"one of {', '.join(REACH_RULES)}")
     need(reach.window > 1, "reached.window", reach.window, "a number > 1")
@@ -296,9 +301,10 @@ def _reading(out: Path, reach: Reach | None, how: str | None) -> tuple[Reach, st
     return reach, how
 
 
-def _records(out: Path) -> tuple[list[dict], list[dict]]:
-    """A folder's finished runs at fixed batch sizes, and its batch-size schedules' runs."""
-    records = store.load(out)
+def _records(out: Path, records: list[dict] | None) -> tuple[list[dict], list[dict]]:
+    """A folder's finished runs (`records`, read from it when None) at fixed batch sizes, and
+    its batch-size schedules' runs."""
+    records = store.load(out) if records is None else records
     if not records:
         raise ConfigError(f"{out}: holds no finished runs (no runs/*/summary.json); "
                           "expected the --out folder of a sweep")
@@ -311,36 +317,39 @@ def _records(out: Path) -> tuple[list[dict], list[dict]]:
 
 def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
             seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
-            view: str | None = None, metric: str | None = None) -> dict:
+            view: str | None = None, metric: str | None = None,
+            records: list[dict] | None = None) -> dict:
     """Read the finished runs in `out` and return the analysis.json dict (version 2).
 
     `reach`, `lr_selection`, `view` and `metric` default to the sweep's (sweep.yaml). The
     learning-rate rules are judged at every target some batch size reached (each target's
     `lr_rules`, and `hyper_rules` where b2 or weight_decay was searched); the top-level ones
     are the first such target's. fixed_budget or both adds `fixed_budget` (budget_folder).
+    `records`: the folder's runs where the caller has read them (store.load) for its figures.
     """
-    return analyze_with_draws(out, targets, bootstrap, seed, reach, lr_selection, view, metric)[0]
+    return analyze_with_draws(out, targets, bootstrap, seed, reach, lr_selection, view, metric,
+                              records)[0]
 
 
 def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
                        seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
-                       view: str | None = None, metric: str | None = None
-                       ) -> tuple[dict, np.ndarray | None]:
+                       view: str | None = None, metric: str | None = None,
+                       records: list[dict] | None = None) -> tuple[dict, np.ndarray | None]:
     """`analyze`, and with the fixed-budget view the folder's bootstrap draws of (B_opt, eta*,
     the metric there), which a parent folder's laws read (scaling.analysis.cells) rather than
     measure the cell a second time."""
     out = Path(out)
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
-    records, scheduled = _records(out)
-    cfg = _sweep_yaml(out)
-    reach, how = _reading(out, reach, lr_selection)
+    records, scheduled = _records(out, records)
+    cfg, arithmetic = _sweep_yaml(out), store.read_arithmetic(out) or []
+    reach, how = _reading(cfg, reach, lr_selection)
     view, metric = budget_reading(cfg, view, metric)
     targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
     need(bool(targets) or view != "steps", "targets", f"none in {out}",
          "at least one, e.g. eval_loss<=1.0 (or analysis.view: fixed_budget)")
     _check_metrics(records + scheduled, targets, reach)
     table = run_table(records, targets, reach, clip=clipped_reading(cfg))
-    examples = budgets(out, records)
+    examples = budgets(arithmetic, records)
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how, examples)
                for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
@@ -355,8 +364,7 @@ def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootst
               "runs": runs, "targets": results,
               **{k: next((e[k] for e in results if e[k]), None) for k in ("lr_rules", "hyper_rules")},
               "throughput": _throughput(records),
-              "cost": cost(records, {a["batch_size"]: a["examples"]
-                                     for a in store.read_arithmetic(out) or []}),
+              "cost": cost(records, {a["batch_size"]: a["examples"] for a in arithmetic}),
               "b_crit_power_law": definitions.power_laws(results),
               "schedules": schedules}
     if view == "steps":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from scaling import store
 from scaling.analysis.analyze import _sweep_yaml, analyze_with_draws
 from scaling.analysis.budget_folder import reading, section
 from scaling.store.cells import read_cells
@@ -19,18 +20,21 @@ PARENT_KEYS = ("grid",)  # left out of a parent's cell entries
 
 def analyze_cells(out: str | Path, bootstrap: int = 1000, seed: int = 0,
                   view: str | None = None, metric: str | None = None
-                  ) -> tuple[dict, dict[str, dict]]:
-    """(the parent's analysis.json, each cell's analysis.json by cell name)."""
+                  ) -> tuple[dict, dict[str, dict], dict[str, list[dict]]]:
+    """(the parent's analysis.json, each cell's analysis.json by cell name, each cell's runs
+    as read for it, which its figures draw)."""
     out = Path(out)
     manifest = read_cells(out)
-    per_cell, entries, draws = {}, [], []
+    per_cell, loaded, entries, draws = {}, {}, [], []
     for cell in manifest["cells"]:
         folder = out / cell["folder"]
         cfg = _sweep_yaml(folder)
         cell_view, cell_metric = reading(cfg, view, metric)
+        loaded[cell["name"]] = store.load(folder)
         result, cell_draws = analyze_with_draws(
             folder, bootstrap=bootstrap, seed=seed,
-            view="both" if cell_view == "steps" else cell_view, metric=cell_metric)
+            view="both" if cell_view == "steps" else cell_view, metric=cell_metric,
+            records=loaded[cell["name"]])
         per_cell[cell["name"]] = result
         entry = result["fixed_budget"]["cells"][0]
         entries.append({"name": cell["name"], "folder": cell["folder"],
@@ -49,4 +53,4 @@ def analyze_cells(out: str | Path, bootstrap: int = 1000, seed: int = 0,
                            "compute_source": manifest["cells"][0].get("compute_source")},
               "fixed_budget": section(entries, draws, manifest.get("batch_unit") or "examples",
                                       bootstrap, seed)}
-    return parent, per_cell
+    return parent, per_cell, loaded

@@ -20,23 +20,20 @@ beta2 held fixed.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
-from scaling import store
 from scaling.analysis.table import LRCurve
 from scaling.config.optimizer import half_life_examples, timescale, timescale_weight_decay
 
 RULES = {"b2": ("half_life", "half_life_examples"), "weight_decay": ("timescale", "tau")}
 
 
-def budgets(out: Path, records: list[dict]) -> dict[int, int]:
-    """D per batch size: the examples a run's budget holds, as the sweep planned them
-    (arithmetic.json), else total steps x batch size from the runs' config.json (where it
-    says; an imported run may not)."""
-    recorded = store.read_arithmetic(out) or []
-    planned = {int(a["batch_size"]): int(a["examples"]) for a in recorded}
+def budgets(arithmetic: list[dict], records: list[dict]) -> dict[int, int]:
+    """D per batch size: the examples a run's budget holds, as the sweep planned them (a
+    folder's arithmetic.json, `arithmetic`), else total steps x batch size from the runs'
+    config.json (where it says; an imported run may not)."""
+    planned = {int(a["batch_size"]): int(a["examples"]) for a in arithmetic}
     for rec in records:
         cfg = rec["config"]
         size = int(cfg["batch_size"])

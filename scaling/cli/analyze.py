@@ -49,9 +49,10 @@ def after_training(out: Path, partial: bool, analyse: Callable[[], int]) -> int:
     return 0
 
 
-def _sweep_drawing(out: Path, result: dict) -> Callable[[], tuple[list[Path], Path]]:
+def _sweep_drawing(out: Path, result: dict, records: list[dict]
+                   ) -> Callable[[], tuple[list[Path], Path]]:
     def draw() -> tuple[list[Path], Path]:
-        drawn = figures.write_all(result, store.load(out), out / "figures")
+        drawn = figures.write_all(result, records, out / "figures")
         return drawn, markdown.write(out, result, drawn)
 
     return draw
@@ -63,9 +64,11 @@ def analyze_folder(out: Any, targets: list[str] | None = None, bootstrap: int = 
                    metric: str | None = None, partial: bool = False) -> int:
     """Analyse, draw, report a sweep folder (refused while in use, unless `partial`)."""
     groups = in_use.check(out, partial)
-    result = in_use.mark(analyze(out, targets, bootstrap, reach=reach,
-                                 lr_selection=lr_selection, view=view, metric=metric), groups)
-    return _publish(out, result, _sweep_drawing(out, result), summary_table, as_json, quiet)
+    records = store.load(out)  # read once: the analysis and the figures share it
+    result = in_use.mark(analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection,
+                                 view=view, metric=metric, records=records), groups)
+    return _publish(out, result, _sweep_drawing(out, result, records), summary_table, as_json,
+                    quiet)
 
 
 def analyze_cells_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
@@ -73,13 +76,14 @@ def analyze_cells_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
     """Each cell analysed, drawn and reported as a sweep folder is; then the laws across them
     in the parent's own analysis.json, figures and report.md."""
     groups = in_use.check(out, partial)
-    parent, per_cell = analyze_cells(out, bootstrap, view=view, metric=metric)
+    parent, per_cell, loaded = analyze_cells(out, bootstrap, view=view, metric=metric)
     in_use.mark(parent, groups)
     for cell in parent["fixed_budget"]["cells"]:
         folder = out / cell["folder"]
         in_use.mark(per_cell[cell["name"]], [g for g in groups
                                              if g["group"].startswith(f"{cell['folder']}/")])
-        _write(folder, per_cell[cell["name"]], _sweep_drawing(folder, per_cell[cell["name"]]))
+        result = per_cell[cell["name"]]
+        _write(folder, result, _sweep_drawing(folder, result, loaded[cell["name"]]))
 
     def draw() -> tuple[list[Path], Path]:
         drawn = cells_report.write_figures(parent, out / "figures")
