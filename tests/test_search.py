@@ -259,12 +259,17 @@ def test_a_running_run_is_censored_at_what_its_rule_can_still_read():
     crossing lies beyond the last of them, 40 (evaluated every 10 steps)."""
     rows = [{"step": s, "eval_loss": 1.0} for s in range(0, 100, 10)]
     reach = Reach("smoothed", 2.0)
-    r = S.from_rows(0.1, 0, rows + [{"step": 99, "eval_loss": 1.0}], ["eval_loss<=0.5"], reach,
-                    "running")
+    targets = ["eval_loss<=0.5"]
+    read = lambda rows, reach, status: S.from_rows(0.1, 0, S.columns(rows, targets, reach),
+                                                   targets, reach, status)
+    r = read(rows + [{"step": 99, "eval_loss": 1.0}], reach, "running")
     assert r.steps == {"eval_loss<=0.5": Censored(40.0)} and r.running
-    done = S.from_rows(0.1, 0, rows, ["eval_loss<=0.5"], reach, "budget_exhausted")
+    done = read(rows, reach, "budget_exhausted")
     assert done.steps == {"eval_loss<=0.5": None}
-    first = S.from_rows(0.1, 0, rows, ["eval_loss<=0.5"], Reach("first"), "running")
+    later = S.extend(S.columns(rows[:4], targets, reach), S.columns(rows[4:], targets, reach))
+    assert all(np.array_equal(a, b) for a, b in zip(later["eval_loss"],
+                                                    S.columns(rows, targets, reach)["eval_loss"]))
+    first = read(rows, Reach("first"), "running")
     assert first.steps == {"eval_loss<=0.5": Censored(90.0)}
 
 

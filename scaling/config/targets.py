@@ -234,7 +234,14 @@ def crossing(rows: list[dict[str, Any]], target: str | tuple[str, str, float],
     reached (or not yet decidable: the run stopped before the rule's horizon). With `clip`,
     a horizon past the last row is cut there (sustained and smoothed; flag such a reading)."""
     metric, op, value = parse_target(target) if isinstance(target, str) else target
-    steps, values = series(rows, reach.column(metric))
+    return crossing_in(*series(rows, reach.column(metric)), (metric, op, value), reach, clip)
+
+
+def crossing_in(steps: np.ndarray, values: np.ndarray, target: tuple[str, str, float],
+                reach: Reach = Reach(), clip: bool = False) -> float | None:
+    """`crossing` from the run's series of the column `reach` reads (`series`), for a caller
+    that keeps it as rows arrive instead of scanning every row again."""
+    _, op, value = target
     if not len(steps):
         return None
     if reach.rule == "sustained":

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from scaling.config import Config, LearningRateConfig
-from scaling.config.targets import Censored, Reach, crossing, parse_target, series, undecided_bound
+from scaling.config.targets import (Censored, Reach, crossing_in, parse_target, series,
+                                    undecided_bound)
 from scaling.parabola import log_vertex
 
 Steps = float | Censored | None
@@ -303,17 +304,33 @@ def dominated(runs: list[RunReading], targets: list[str], margin: float,
     return [r.running and rate_key(r.learning_rate) not in keep for r in runs]
 
 
-def from_rows(learning_rate: float, seed: int, rows: list[dict[str, Any]], targets: list[str],
+Columns = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def columns(rows: list[dict[str, Any]], targets: list[str], reach: Reach) -> Columns:
+    """The (steps, values) series of the columns `reach` reads for `targets`, from metric rows;
+    a stopper keeps these as rows arrive (`extend`) rather than scanning every row again."""
+    return {c: series(rows, c) for c in {reach.column(parse_target(t)[0]) for t in targets}}
+
+
+def extend(kept: Columns, new: Columns) -> Columns:
+    """`kept` with the series of later rows appended."""
+    return {c: tuple(np.concatenate([a, b]) for a, b in zip(kept[c], new[c])) for c in kept}
+
+
+def from_rows(learning_rate: float, seed: int, series_of: Columns, targets: list[str],
               reach: Reach, status: str) -> RunReading:
-    """A run's reading from its metric rows so far (at a chunk boundary): `status` running
-    gives Censored steps where a target is not yet decided, any other status None there."""
+    """A run's reading from its series so far (`columns` of its rows, at a chunk boundary):
+    `status` running gives Censored steps where a target is not yet decided, any other status
+    None there."""
     running = status == "running"
     steps: dict[str, Steps] = {}
     for t in targets:
-        value = None if status == "diverged" else crossing(rows, t, reach)
+        target = parse_target(t)
+        column = series_of[reach.column(target[0])]
+        value = None if status == "diverged" else crossing_in(*column, target, reach)
         if value is None and running:
-            value = Censored(undecided_bound(series(rows, reach.column(parse_target(t)[0]))[0],
-                                             reach))
+            value = Censored(undecided_bound(column[0], reach))
         steps[t] = value
     return RunReading(learning_rate, seed, steps, status == "diverged", running)
 

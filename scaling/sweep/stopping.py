@@ -57,6 +57,7 @@ class Dominance(Sink):
                  others: list[tuple[PlannedRun, dict[str, Any]]]) -> None:
         self.cfg, self.out, self.group = cfg, out, group
         self.kept: list[list[dict[str, Any]]] = [[] for _ in group]
+        self.series = [self._columns([]) for _ in group]
         self.stopped = np.zeros(len(group), bool)
         self.others = [(axes_key(r), search.reading(s, cfg.targets)) for r, s in others]
         self.near = neighbours_needed_within(cfg, out, group[0].batch_size)
@@ -65,17 +66,22 @@ class Dominance(Sink):
         """A group resumed from a checkpoint reads its rows up to it, as its writer does."""
         if first_step > 0:
             self.kept = [store.rows_until(self.out, r.run_id, first_step) for r in self.group]
+            self.series = [self._columns(rows) for rows in self.kept]
 
     def rows(self, records: Records, wall_s: float, running: int) -> None:
-        for mine, rows in zip(self.kept, records):
-            mine.extend(rows)
+        for i, rows in enumerate(records):
+            self.kept[i].extend(rows)
+            self.series[i] = search.extend(self.series[i], self._columns(rows))
+
+    def _columns(self, rows: list[dict[str, Any]]) -> search.Columns:
+        return search.columns(rows, self.cfg.targets, self.cfg.reached.reach)
 
     def reading(self, i: int, running: bool) -> search.RunReading:
         """Run i of the group as the search reads it now."""
         r, cfg = self.group[i], self.cfg
         status = ("running" if running or self.stopped[i] else
                   "diverged" if diverged(self.kept[i], cfg.train.divergence_factor) else "ended")
-        reading = search.from_rows(r.spec.learning_rate, r.spec.seed, self.kept[i], cfg.targets,
+        reading = search.from_rows(r.spec.learning_rate, r.spec.seed, self.series[i], cfg.targets,
                                    cfg.reached.reach, status)
         return reading if running else dataclasses.replace(reading, running=False)
 
