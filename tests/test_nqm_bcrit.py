@@ -118,7 +118,7 @@ def test_a_preconditioned_nqm_from_a_coarse_grid_is_within_10_percent(tmp_path):
     """Preconditioning by h^-0.5 (G. Zhang et al. 2019) on the noise-dominated spectrum, the
     sweep started from five rates half a decade apart (0.01 to 1, below the optimum at the
     large batches) and searched: B_crit within 10% of the closed form's optimum at every
-    target. Measured 0.986, 0.941, 0.942. Where it is weak: preconditioned, the large batches
+    target. Measured 0.983, 0.951, 0.986. Where it is weak: preconditioned, the large batches
     reach the targets in 3 to 6 steps, where whole steps bound the reading (B = 512 reads 6.3
     against the closed form's 5.8 at the hardest target); on the spread spectrum, whose
     B_crit (600-770) lies beyond the largest batch, that puts it at 0.80-0.87x."""
