@@ -260,8 +260,8 @@ def test_a_running_run_is_censored_at_what_its_rule_can_still_read():
     rows = [{"step": s, "eval_loss": 1.0} for s in range(0, 100, 10)]
     reach = Reach("smoothed", 2.0)
     targets = ["eval_loss<=0.5"]
-    read = lambda rows, reach, status: S.from_rows(0.1, 0, S.columns(rows, targets, reach),
-                                                   targets, reach, status)
+    read = lambda rows, reach, status: S.from_series(0.1, 0, S.columns(rows, targets, reach),
+                                                     targets, reach, status)
     r = read(rows + [{"step": 99, "eval_loss": 1.0}], reach, "running")
     assert r.steps == {"eval_loss<=0.5": Censored(40.0)} and r.running
     done = read(rows, reach, "budget_exhausted")

@@ -9,11 +9,11 @@ between rounds and at chunk boundaries, and tests drive them with closed forms.
   downward no lower than the floor).
 - Then resolve: once the best has a neighbour on each side, fit the parabola in (log rate,
   log steps) through the three (scaling.parabola) and train the lattice rate nearest its
-  minimum with the lattice rates either side of it, until the best's two neighbours lie within
-  a factor `resolution` of each other. The lattice divides the grid's factor evenly into steps
-  of at most sqrt(resolution), so a best with both lattice neighbours tried is done: on a
-  smooth valley one round of three rates usually ends the search, where halving the spacing
-  took four rounds of two. Those three points are what the analysis fits its parabola through
+  minimum with one rate each side a third of the way to the neighbour, until the best's two
+  neighbours lie within a factor `resolution` of each other. The lattice divides the grid's
+  factor evenly into steps of at most sqrt(resolution), so a best with both lattice
+  neighbours tried is done: on a smooth valley two rounds end the search, where halving the
+  spacing took four. Those three points are what the analysis fits its parabola through
   (scaling.analysis.optimum).
 - Every target counts: a round trains the union of what the targets ask for, deduplicated as
   run ids print learning rates (6 significant digits), and never a rate already tried.
@@ -318,8 +318,8 @@ def extend(kept: Columns, new: Columns) -> Columns:
     return {c: tuple(np.concatenate([a, b]) for a, b in zip(kept[c], new[c])) for c in kept}
 
 
-def from_rows(learning_rate: float, seed: int, series_of: Columns, targets: list[str],
-              reach: Reach, status: str) -> RunReading:
+def from_series(learning_rate: float, seed: int, series_of: Columns, targets: list[str],
+                reach: Reach, status: str) -> RunReading:
     """A run's reading from its series so far (`columns` of its rows, at a chunk boundary):
     `status` running gives Censored steps where a target is not yet decided, any other status
     None there."""

@@ -81,8 +81,8 @@ class Dominance(Sink):
         r, cfg = self.group[i], self.cfg
         status = ("running" if running or self.stopped[i] else
                   "diverged" if diverged(self.kept[i], cfg.train.divergence_factor) else "ended")
-        reading = search.from_rows(r.spec.learning_rate, r.spec.seed, self.series[i], cfg.targets,
-                                   cfg.reached.reach, status)
+        reading = search.from_series(r.spec.learning_rate, r.spec.seed, self.series[i],
+                                     cfg.targets, cfg.reached.reach, status)
         return reading if running else dataclasses.replace(reading, running=False)
 
     def decide(self, running: np.ndarray) -> np.ndarray:
