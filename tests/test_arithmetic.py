@@ -177,7 +177,9 @@ def test_cli_process_exit_code_and_no_jax_import():
     assert out.strip().endswith("False")
 
 
-def test_cli_config_plan(tmp_path, capsys):
+@pytest.mark.parametrize("args", [["budget.max_examples=4800", "--json"],
+                                  ["--json", "budget.max_examples=4800"]])
+def test_cli_config_plan(tmp_path, capsys, args):
     tasks = pytest.importorskip("scaling.tasks", exc_type=ImportError)
     if "nqm" not in tasks.TASKS:
         pytest.skip("task nqm not registered yet")
@@ -189,7 +191,7 @@ def test_cli_config_plan(tmp_path, capsys):
         schedule: {name: cosine, warmup_fraction: 0.05}
         budget: {max_examples: 2400}
     """))
-    assert main(["plan", str(path), "budget.max_examples=4800", "--json"]) == 0
+    assert main(["plan", str(path), *args]) == 0
     captured = capsys.readouterr()
     rows = json.loads(captured.out)
     assert [(r["batch_size"], r["total_steps"], r["warmup_steps"]) for r in rows] == [
@@ -197,3 +199,11 @@ def test_cli_config_plan(tmp_path, capsys):
     assert rows[0]["epochs"] is None and rows[0]["steps_per_epoch"] is None
     assert rows[1]["lr_by_rule"]["linear"] == pytest.approx(4 * (0.05 * 0.07) ** 0.5)
     assert "grid spans 1.4x" in captured.err  # sweep warning on stderr, stdout stays JSON
+
+
+@pytest.mark.parametrize("extra", ["--nope", "stray"])
+def test_cli_refuses_what_is_neither_an_option_nor_an_override(tmp_path, capsys, extra):
+    path = tmp_path / "c.yaml"
+    path.write_text("task: {name: nqm, dim: 4}\nbatch: {sizes: [8]}\n")
+    assert main(["plan", str(path), "--json", extra]) == 2
+    assert f"unrecognized arguments: {extra}" in capsys.readouterr().err

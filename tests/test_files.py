@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from scaling.store import files
 from scaling.sweep import runner
 from scaling.tasks import storage
 from tests.helpers import SWEEP, config
@@ -32,3 +33,14 @@ def test_results_get_the_mode_an_ordinary_write_gives(tmp_path, umask, monkeypat
     storage.cached("thing", "k", lambda: {"a": np.ones(2)})
     kept = list((tmp_path / "data" / "generated").iterdir())
     assert len(kept) == 2 and all(f.stat().st_mode & 0o777 == expected for f in kept)
+
+
+@pytest.mark.parametrize("value, line", [
+    ({"step": 3, "loss": 0.5, "b_simple": None}, '{"step": 3, "loss": 0.5, "b_simple": null}'),
+    ({"step": 3, "loss": float("nan"), "g": [1.0, float("inf")]},
+     '{"step": 3, "loss": null, "g": [1.0, null]}'),
+    ({"final": {"b_noise": float("-inf"), "steps": (1, 2)}},
+     '{"final": {"b_noise": null, "steps": [1, 2]}}'),
+])
+def test_json_lines_write_non_finite_floats_as_null(value, line):
+    assert files.dumps(value) == line

@@ -6,6 +6,7 @@ never loads jax and `scaling --help` answers at once.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import logging
 import sys
@@ -53,10 +54,23 @@ def configure_logging(quiet: bool) -> None:
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; `section.key=value` overrides may also follow the options
+    (`scaling sweep cfg.yaml --out X train.chunk_steps=25`), which argparse alone refuses."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and (not hasattr(args, "overrides")
+                  or any(e.startswith("-") or "=" not in e for e in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `scaling ARGV`; returns the exit status (2, with one line on stderr, for bad input)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
         configure_logging(getattr(args, "quiet", False))
         module, name = RUNNERS[args.command].split(":")
         return getattr(importlib.import_module(module), name)(args)

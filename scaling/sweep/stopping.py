@@ -59,6 +59,7 @@ class Dominance(Sink):
         self.kept: list[list[dict[str, Any]]] = [[] for _ in group]
         self.series = [self._columns([]) for _ in group]
         self.stopped = np.zeros(len(group), bool)
+        self.read: list[tuple[tuple, search.RunReading] | None] = [None] * len(group)
         self.others = [(axes_key(r), search.reading(s, cfg.targets)) for r, s in others]
         self.near = neighbours_needed_within(cfg, out, group[0].batch_size)
 
@@ -77,7 +78,14 @@ class Dominance(Sink):
         return search.columns(rows, self.cfg.targets, self.cfg.reached.reach)
 
     def reading(self, i: int, running: bool) -> search.RunReading:
-        """Run i of the group as the search reads it now."""
+        """Run i of the group as the search reads it now: read again only when rows arrived
+        or its state changed since the last time (an ended run's rows stop arriving)."""
+        key = (len(self.kept[i]), running, bool(self.stopped[i]))
+        if self.read[i] is None or self.read[i][0] != key:
+            self.read[i] = (key, self._read(i, running))
+        return self.read[i][1]
+
+    def _read(self, i: int, running: bool) -> search.RunReading:
         r, cfg = self.group[i], self.cfg
         status = ("running" if running or self.stopped[i] else
                   "diverged" if diverged(self.kept[i], cfg.train.divergence_factor) else "ended")
