@@ -29,13 +29,16 @@ def _clean(value: Any) -> Any:
     return value
 
 
+_ENCODE = json.JSONEncoder(allow_nan=False).encode  # one encoder: json.dumps builds one per call
+
+
 def dumps(value: Any) -> str:
     """One JSON line; a value with no non-finite float (nearly every metrics row) is written
     without the cleaning walk, which cost more than the encoding itself."""
     try:
-        return json.dumps(value, allow_nan=False)
+        return _ENCODE(value)
     except ValueError:  # a NaN or infinity somewhere: written as null
-        return json.dumps(_clean(value), allow_nan=False)
+        return _ENCODE(_clean(value))
 
 
 def write_json(path: Path, value: Any) -> None:
