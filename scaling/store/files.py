@@ -13,7 +13,8 @@ from scaling.tasks.storage import write_atomically
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
-    """Write `text` (UTF-8) or bytes to `path` atomically (scaling.tasks.storage.write_atomically)."""
+    """Write `text` (UTF-8) or bytes to `path` atomically
+    (scaling.tasks.storage.write_atomically)."""
     data = text.encode() if isinstance(text, str) else text
     write_atomically(path, lambda handle: handle.write(data))
 
