@@ -9,7 +9,6 @@ folders, the trackers, any caller's hooks and the progress display.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
 import logging
@@ -101,7 +100,6 @@ class Session:
                          if (s := store.read_summary(p.out, r.run_id))}
         self.tally = progress.Tally(p, self.finished)
         self._context: Context | None = None
-        self.ahead: concurrent.futures.ThreadPoolExecutor | None = None  # compile_ahead's thread
         self.programs: dict[int, GroupProgram] = {}
         self.phase_programs: dict[tuple[int, int], tuple[GroupProgram, Arithmetic]] = {}
         self.trackers = open_trackers(p.cfg, p.out) if is_leader() else []
@@ -152,10 +150,8 @@ class Session:
         program = self.program(runs[0].batch_size)
         size = min(self.p.cfg.train.max_group_size or len(runs), len(runs))
         data = self._data_shapes(program, {r.spec.seed for r in runs[:size]})
-        if self.ahead is None:
-            self.ahead = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        self.ahead.submit(program.compile_ahead, start_mod.width(size, self.p.runs_axis), data,
-                          self.context.eval_data)
+        program.compile_in_background(start_mod.width(size, self.p.runs_axis), data,
+                                      self.context.eval_data)
 
     def _data_shapes(self, program: GroupProgram, seeds: set[int]) -> Any:
         """The training data as a chunk of `program` sees it: on the devices, or the shapes of
@@ -166,9 +162,9 @@ class Session:
         return stream.abstract(program.spec, ctx.task.train_arrays(), len(seeds), ctx.mesh)
 
     def close(self) -> None:
-        """Wait for a compile started ahead (it may be the next invocation's cache entry)."""
-        if self.ahead is not None:
-            self.ahead.shutdown(wait=True)
+        """Wait for the compiles started ahead (one may be the next invocation's cache entry)."""
+        for program in [*self.programs.values(), *(p for p, _ in self.phase_programs.values())]:
+            program.close()
 
     def train(self, runs: list[PlannedRun]) -> list[dict[str, Any]]:
         """Train `runs` (one batch size) in groups of train.max_group_size, reporting after each;

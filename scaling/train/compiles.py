@@ -20,10 +20,10 @@ class CompiledChunks:
 
     def __init__(self, chunk: Any, host_data: bool) -> None:
         self._chunk, self._host_data = chunk, host_data
-        # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
-        # compile seconds, chunks run.
         self._compiling = threading.Lock()
         self._background: concurrent.futures.ThreadPoolExecutor | None = None
+        # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
+        # compile seconds, chunks run.
         self.compiled: dict[Any, Callable] = {}
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
@@ -83,3 +83,9 @@ class CompiledChunks:
         if self._background is None:
             self._background = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         self._background.submit(self.compile_ahead, width, data, eval_data)
+
+    def close(self) -> None:
+        """Wait for the compiles started in the background."""
+        if self._background is not None:
+            self._background.shutdown(wait=True)
+            self._background = None
