@@ -38,8 +38,6 @@ import jax  # noqa: E402  (after the clock: the import is part of the process's 
 from scaling.config import load  # noqa: E402
 from scaling.sweep import bench  # noqa: E402
 from scaling.train import compile_cache  # noqa: E402
-from scaling.train.loop import run_group  # noqa: E402
-from scaling.train.start import fresh  # noqa: E402
 
 DEFAULT_OVERRIDES = ["learning_rate.num=16", "batch.sizes=[16]"]
 
@@ -66,10 +64,7 @@ def run_arm(args: argparse.Namespace) -> None:
     s = bench.setup(cfg, args.batch_size or cfg.batch.sizes[0], args.steps)
     began = time.perf_counter()
     if args.arm == "engine":
-        last = bench.LastRows(len(s.runs))
-        run_group(s.program, fresh(s.program, s.runs, s.data, s.eval_data, s.runs_axis),
-                  s.data, s.eval_data, [last])
-        finals = [row.get("eval_loss", float("nan")) for row in last.last]
+        finals = bench.train_once(s.program, s.runs, s.data, s.eval_data, s.runs_axis)
     else:
         loop = s.tutorial()
         finals = [loop.train(run) for run in s.runs]

@@ -144,20 +144,27 @@ def engine_arm(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data:
                ) -> Arm:
     """The engine: a first run_group call (compiling), then `repeats` timed calls on the
     compiled program, each from a fresh state; compile seconds = first - best."""
-    last = LastRows(len(runs))
     began = clock()
-    run_group(program, fresh(program, runs, data, eval_data, runs_axis), data, eval_data, [last])
+    finals = train_once(program, runs, data, eval_data, runs_axis)
     first = clock() - began
     best = float("inf")
     for _ in range(repeats):
         began = clock()
         run_group(program, fresh(program, runs, data, eval_data, runs_axis), data, eval_data, [])
         best = min(best, clock() - began)
-    return Arm("engine", max(first - best, 0.0), best,
-               [row.get("eval_loss", float("nan")) for row in last.last])
+    return Arm("engine", max(first - best, 0.0), best, finals)
 
 
-class LastRows(Sink):
+def train_once(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
+               runs_axis: int) -> list[float]:
+    """One run_group call from a fresh state (compiling where the program has not yet); each
+    run's final eval loss."""
+    last = _LastRows(len(runs))
+    run_group(program, fresh(program, runs, data, eval_data, runs_axis), data, eval_data, [last])
+    return [row.get("eval_loss", float("nan")) for row in last.last]
+
+
+class _LastRows(Sink):
     """Each run's last row."""
 
     def __init__(self, runs: int) -> None:
