@@ -26,14 +26,15 @@ from tests.helpers import Collect, config
 NQM = {
     "name": "br", "task": {"name": "nqm", "dim": 10, "draw": "means"}, "optimizer": {"name": "sgd"},
     "batch": {"sizes": [8]}, "learning_rate": {"values": [0.1]}, "budget": {"max_steps": 400},
-    "seeds": [0, 1], "train": {"chunk_steps": 50, "checkpoint_minutes": 0},
+    "seeds": [0, 1], "train": {"chunk_steps": 50, "min_chunks": 1, "checkpoint_minutes": 0},
     "branch": {"factors": [2, 4], "window": 512, "points": [800, 1600], "evals": 4},
 }
 DIGITS = {
     "name": "brd", "task": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]},
     "optimizer": {"name": "momentum"}, "batch": {"sizes": [16]},
     "learning_rate": {"values": [0.05]}, "budget": {"max_steps": 240}, "seeds": [0, 1],
-    "eval": {"points_per_decade": 5}, "train": {"chunk_steps": 40, "checkpoint_minutes": 0},
+    "eval": {"points_per_decade": 5},
+    "train": {"chunk_steps": 40, "min_chunks": 1, "checkpoint_minutes": 0},
     "branch": {"factors": [1, 2], "lr_grid": [1.0, 0.5], "window": 1280, "points": [640],
                "evals": 2},
 }

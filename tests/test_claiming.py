@@ -142,7 +142,7 @@ def test_a_renewal_is_due_renew_s_after_the_last(tmp_path, monkeypatch):
 
 def test_the_claim_is_renewed_at_the_chunks_and_released_at_the_end_and_on_error(
         tmp_path, monkeypatch):
-    cfg = config(NQM)  # one group: its step-0 row, then 100 steps in four chunks of 25
+    cfg = config(NQM, "train.min_chunks=1")  # its step-0 row, then 100 steps in 4 chunks of 25
     monkeypatch.setattr(claiming, "RENEW_S", 0.0)  # due at every chunk
     watch = _Watch(tmp_path / "a")
     runner.run(cfg, tmp_path / "a", quiet=True, hooks=[watch])

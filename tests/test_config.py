@@ -589,6 +589,7 @@ def test_optimizer_axes_are_refused_with_a_centred_grid():
     ("learning_rate__max_rounds", 0, "learning_rate.max_rounds: got 0, expected an integer >= 1"),
     ("learning_rate__floor", 0.0, "learning_rate.floor: got 0.0, expected a positive"),
     ("train__dominated_margin", -0.1, "train.dominated_margin: got -0.1, expected a number >= 0"),
+    ("train__min_chunks", 0, "train.min_chunks: got 0, expected a positive integer"),
     ("budget__reading_extension", 0.5, "budget.reading_extension: got 0.5, expected a factor >= 1"),
     ("budget__reading_extension", True, "budget.reading_extension: got True"),
     ("learning_rate__search", "maybe", "learning_rate.search: got 'maybe', expected true/false"),
@@ -596,6 +597,17 @@ def test_optimizer_axes_are_refused_with_a_centred_grid():
 def test_bad_search_and_stopping_settings_name_the_key(key, value, fragment):
     message = fails(nqm(**{key: value}), fragment)
     assert "\n" not in message
+
+
+def test_short_runs_train_in_at_least_min_chunks_chunks():
+    """chunk_steps 100, min_chunks 16: quickstart's B = 4,096 (117 steps) in chunks of
+    ceil(117 / 16) = 8, B = 1,024 (480) of 30, B = 256 (1,880) of 100; min_chunks 1 keeps
+    chunk_steps, cut to the run."""
+    train = from_dict(nqm()).train
+    assert (train.chunk_steps, train.min_chunks) == (100, 16)
+    assert [train.chunk_for(n) for n in (117, 480, 1_880, 5)] == [8, 30, 100, 1]
+    whole = from_dict(nqm(train__min_chunks=1)).train
+    assert [whole.chunk_for(n) for n in (117, 480, 1_880)] == [100, 100, 100]
 
 
 def test_search_defaults_and_switches_read_from_yaml(tmp_path):

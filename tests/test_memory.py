@@ -75,7 +75,8 @@ def test_estimate_is_positive_and_grows_with_width(tmp_path):
 
 
 def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
-    session = _session(config(SWEEP, *ONE_BATCH, "train.memory_limit_gb=1000.0"), tmp_path)
+    session = _session(config(SWEEP, *ONE_BATCH, "train.memory_limit_gb=1000.0",
+                              "train.min_chunks=1"), tmp_path)
     summaries = session.train(session.p.batch_runs(8))
     program = session.program(8)
     assert [s["group_size"] for s in summaries] == [4] * 4

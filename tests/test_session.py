@@ -27,7 +27,7 @@ def test_the_next_group_compiles_on_a_thread_while_this_one_trains(tmp_path, mon
             return original(self, key, args, ahead)
 
     monkeypatch.setattr(GroupProgram, "_compile", spy)
-    done = runner.run(config(SWEEP, "seeds=[0]"), tmp_path, quiet=True)
+    done = runner.run(config(SWEEP, "seeds=[0]", "train.min_chunks=1"), tmp_path, quiet=True)
     assert len(done) == 4
     assert sorted((b, k) for b, k, _ in compiled) == [(8, 2), (16, 2)]
     (thread,) = [t for b, _, t in compiled if b == 16]

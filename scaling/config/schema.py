@@ -5,6 +5,7 @@ Parsing lives in scaling.config.load, the checks in scaling.config.validate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,6 +235,10 @@ class TrainConfig:
     this many minutes (0: never), under <out>/checkpoints/; a sweep started again resumes the
     group there, with exactly the metrics an uninterrupted group gives.
     keep_checkpoints: keep a group's checkpoints after it finishes (else they are removed).
+    min_chunks: a run shorter than chunk_steps x min_chunks steps trains in shorter chunks, at
+    least min_chunks of them (1: chunk_steps whatever the length), so that what is decided at a
+    chunk boundary and acts one chunk later (stopping a dominated run, a repack) costs at most
+    1/min_chunks of its budget; results do not depend on it.
     stop_dominated: at chunk boundaries, stop a run that can no longer be its batch size's best
     learning rate at any target: a lower bound of its learning rate's mean steps exceeds the
     best's by more than dominated_margin (relative); the best and its neighbours never stop
@@ -251,6 +256,13 @@ class TrainConfig:
     keep_checkpoints: bool = False
     stop_dominated: bool = True
     dominated_margin: float = 0.1
+    min_chunks: int = 16
+
+    def chunk_for(self, total_steps: int) -> int:
+        """The chunk length of runs of `total_steps` steps: chunk_steps, cut so that the runs
+        have at least min_chunks chunks, since a stop decided at a chunk boundary (a dominated
+        run, a repack) acts one chunk later."""
+        return min(self.chunk_steps, max(1, math.ceil(total_steps / self.min_chunks)))
 
 
 @dataclass

@@ -185,6 +185,7 @@ def _validate_eval(e: EvalConfig) -> None:
 def _validate_train(cfg: Config) -> None:
     t = cfg.train
     need(t.chunk_steps > 0, "train.chunk_steps", t.chunk_steps, "a positive integer")
+    need(t.min_chunks > 0, "train.min_chunks", t.min_chunks, "a positive integer")
     need(t.divergence_factor > 1, "train.divergence_factor", t.divergence_factor, "a number > 1")
     need(t.max_group_size is None or t.max_group_size > 0, "train.max_group_size",
          t.max_group_size, "a positive integer or null")

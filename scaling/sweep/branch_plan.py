@@ -185,7 +185,7 @@ def branch_plan(cfg: Config, data_shards: int = 1) -> BranchPlan:
         raise ConfigError("data.placement: got host, expected device or auto (a branch draws "
                           "its own data order on the device)")
     arith = arithmetic.for_config(cfg, batch, data_shards)
-    chunk = min(cfg.train.chunk_steps, arith.total_steps)
+    chunk = cfg.train.chunk_for(arith.total_steps)
     notes: list[str] = []
     window = _window(cfg, batch, arith.examples, b.evals, notes)
     points = _points(cfg, batch, arith.total_steps, chunk, window // batch, notes)

@@ -247,7 +247,7 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
     spec = GroupSpec(
         data=DataSpec(batch_size, layout, arith.num_examples, cfg.batch.drop_last),
         optimizer=cfg.optimizer.name, total_steps=arith.total_steps,
-        chunk_steps=min(cfg.train.chunk_steps, arith.total_steps),
+        chunk_steps=cfg.train.chunk_for(arith.total_steps),
         schedule=LRSchedule(cfg.schedule.name, arith.warmup_steps, cfg.schedule.final_fraction),
         stopping=Stopping(tuple(parse_target(t) for t in cfg.targets), cfg.train.stop_at_targets,
                           cfg.train.divergence_factor, cfg.reached.reach,
