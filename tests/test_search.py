@@ -90,17 +90,15 @@ def test_the_lattice_splits_the_grid_factor_into_steps_within_the_resolution():
     assert S.Settings(1.2, 1.25).step == pytest.approx(math.sqrt(1.2))
 
 
-@pytest.mark.parametrize("at, first, second", [
-    (0.5, (18, 26), (21, 23)),  # the optimum on the grid's 0.5 (lattice point 22)
-    (0.7, (20, 25, 28), (24, 26)),  # between 0.5 and 1.58: lattice point 25.2
-    (1.3, (28, 31, 35), (30, 32)),  # lattice point 31.1, nearest the grid's 1.58 (33)
+@pytest.mark.parametrize("at, first", [
+    (0.5, (21, 23)),  # the optimum on the grid's 0.5 (lattice point 22), tried already
+    (0.7, (24, 25, 26)),  # between 0.5 and 1.58: lattice point 25.2
+    (1.3, (30, 31, 32)),  # lattice point 31.1, nearest the grid's 1.58 (33)
 ])
-def test_two_rounds_at_the_parabolas_minimum_end_a_smooth_valley(at, first, second):
-    """A log-parabola valley: the parabola through the grid's best and its neighbours has its
-    minimum exactly at the optimum. Round one trains the lattice point nearest it and one a
-    third of the way to each neighbour (at 0.7: the grid's best 0.5 = point 22 lies between 11
-    and 33, the minimum at point 25, so 25 - round(14 / 3) = 20 and 25 + round(8 / 3) = 28);
-    round two the nearest point's two lattice neighbours; then the best and its neighbours
+def test_one_round_at_the_parabolas_minimum_ends_a_smooth_valley(at, first):
+    """A log-parabola valley: the parabola through the grid's best and its neighbours (all
+    three reached) has its minimum exactly at the optimum, so round one trains the lattice
+    point nearest it and that point's two lattice neighbours; then the best and its neighbours
     span two lattice steps and the search is done, where halving the spacing took four
     rounds."""
     valley = lambda lr: 100 * math.exp(2.0 * math.log(lr / at) ** 2)
@@ -108,10 +106,9 @@ def test_two_rounds_at_the_parabolas_minimum_end_a_smooth_valley(at, first, seco
     grid = [0.05, 0.158114, 0.5, 1.58114, 5.0]  # half a decade apart: points 0, 11, .., 44
     s = S.Settings(HALF_DECADE, 1.25, 10, 0.0, 0.05)
     runs, plans = search(grid, read, ["t"], s)
-    for plan, points in zip(plans, (first, second)):
-        assert plan.learning_rates == pytest.approx(tuple(s.on_lattice(k) for k in points),
+    assert plans[0].learning_rates == pytest.approx(tuple(s.on_lattice(k) for k in first),
                                                     rel=1e-5)
-    assert len(plans) == 3 and plans[2].done
+    assert len(plans) == 2 and plans[1].done
     lo, best, hi = bracket_of(runs, "t")
     assert best.learning_rate == pytest.approx(s.on_lattice(s.lattice_index(at)), rel=1e-5)
     assert hi.learning_rate / lo.learning_rate == pytest.approx(s.step ** 2, rel=1e-5)
@@ -192,14 +189,36 @@ def test_every_target_counts_and_the_rounds_are_deduplicated():
     s = S.Settings(HALF_DECADE)
     plan = S.next_round(runs, ["a", "b"], s, 0)
     # the parabola's minimum 0.3 (the valley is one in log-log) is lattice point -12, between
-    # -22 (0.1) and 0 (1): -12 - round(10 / 3) = -15 and -12 + round(12 / 3) = -8
+    # -22 (0.1) and 0 (1), all three reached: -12 and its lattice neighbours but -11 (0.316),
+    # tried already
     assert s.lattice_index(0.3) == -12 and plan.learning_rates == pytest.approx(
-        tuple(s.on_lattice(k) for k in (-15, -12, -8)), rel=1e-5)
+        tuple(s.on_lattice(k) for k in (-13, -12)), rel=1e-5)
     plan = S.next_round(runs, ["a", "b", "c"], S.Settings(HALF_DECADE), 0)
-    assert len(plan.learning_rates) == 4  # c's best is the highest: one step up, 10
+    assert len(plan.learning_rates) == 3  # c's best is the highest: one step up, 10
     assert plan.learning_rates[-1] == pytest.approx(10.0, rel=1e-5)
     assert all(S.rate_key(lr) not in {S.rate_key(r.learning_rate) for r in runs}
                for lr in plan.learning_rates)
+
+
+def test_targets_wanting_neighbouring_rates_share_them():
+    """Minima at lattice points -15 (a) and -14 (b), both nearest the grid's 0.316 (-11): a asks
+    -15, -16, -14 and b -14, -15, -13. Nearest-minimum points first: a's -15 is taken, b's -14
+    is one step from it and left out; then a's -16 and -14; b's -13 is one step from a's -14.
+    Three runs instead of four; b asks -13 again next round, and the search ends with both
+    bracketed."""
+    s = S.Settings(HALF_DECADE)
+    at = {"a": s.on_lattice(-15), "b": s.on_lattice(-14)}
+    read = lambda lr: S.RunReading(lr, 0, {t: 100 * math.exp(math.log(lr / m) ** 2)
+                                           for t, m in at.items()})
+    runs, plans = search([0.1, 0.316228, 1.0, 3.16228], read, ["a", "b"], s)
+    assert plans[0].learning_rates == pytest.approx(
+        tuple(s.on_lattice(k) for k in (-16, -15, -14)), rel=1e-5)
+    assert f"{s.on_lattice(-13):.4g}" in plans[0].reasons["b"]
+    assert plans[1].learning_rates == pytest.approx((s.on_lattice(-13),), rel=1e-5)
+    assert plans[2].done
+    for t in at:
+        lo, best, hi = bracket_of(runs, t)
+        assert best.learning_rate == pytest.approx(at[t], rel=1e-5)
 
 
 def test_unreached_and_censored_cells_bound_the_bracket():

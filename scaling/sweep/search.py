@@ -9,14 +9,17 @@ between rounds and at chunk boundaries, and tests drive them with closed forms.
   downward no lower than the floor).
 - Then resolve: once the best has a neighbour on each side, fit the parabola in (log rate,
   log steps) through the three (scaling.parabola) and train the lattice rate nearest its
-  minimum with one rate each side a third of the way to the neighbour, until the best's two
-  neighbours lie within a factor `resolution` of each other. The lattice divides the grid's
-  factor evenly into steps of at most sqrt(resolution), so a best with both lattice
-  neighbours tried is done: on a smooth valley two rounds end the search, where halving the
-  spacing took four. Those three points are what the analysis fits its parabola through
-  (scaling.analysis.optimum).
-- Every target counts: a round trains the union of what the targets ask for, deduplicated as
-  run ids print learning rates (6 significant digits), and never a rate already tried.
+  minimum with its two lattice neighbours, until the best's two neighbours lie within a
+  factor `resolution` of each other. The lattice divides the grid's factor evenly into steps
+  of at most sqrt(resolution), so a best with both lattice neighbours tried is done: on a
+  smooth valley one round ends the search, where halving the spacing took four. Where a
+  neighbour only bounds the parabola (stopped as dominated) or gives none (never reached), the
+  minimum may lie far off: the points each side go a third of the way to the neighbour, so
+  the bracket shrinks by a third whatever. Those three points are what the analysis fits its
+  parabola through (scaling.analysis.optimum).
+- Every target counts: a round trains what the targets ask for, deduplicated as run ids print
+  learning rates (6 significant digits), never a rate already tried, and without a rate one
+  lattice step from another target's (`_thinned`).
 - A round limit ends the search whatever is left; the reasons say what.
 
 A run's steps to a target are a number (reached), `Censored(s)` (not reached by step s: stopped,
@@ -179,11 +182,12 @@ def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]
 
 def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
     """The lattice point nearest the minimum of the parabola through the best and its two
-    neighbours (one stopped as dominated counted at the steps it is known to exceed; no
-    parabola where one never reached: the best itself), and a point each side a third of the
-    way to the neighbour (at least one step), so a misplaced minimum still shrinks the bracket
-    by a third; those strictly between the neighbours and not tried yet. While the neighbours
-    span more than the resolution (at least two lattice steps), one of them is."""
+    neighbours, first, then a point each side: the next lattice point where all three reached,
+    else a third of the way to the neighbour (at least one step), since a neighbour stopped as
+    dominated enters at the steps it is known to exceed and one never reached gives no parabola
+    (centred on the best), so the minimum may be far off and the bracket still shrinks by a
+    third; those strictly between the neighbours and not tried yet. While the neighbours span
+    more than the resolution (at least two lattice steps), one of them is."""
     lr, lo, hi = (row[i].learning_rate for i in (best, best - 1, best + 1))
     ratio = hi / lo
     if ratio <= s.resolution * (1 + 1e-9):
@@ -192,8 +196,10 @@ def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
     steps = [row[i].bound for i in (best - 1, best, best + 1)]  # a stopped one: its bound
     at = float(log_vertex(np.array([lo, lr, hi]), np.array(steps), 1)[0])
     centre = s.lattice_index(at if math.isfinite(at) else lr)
-    reach = [max(1, round(abs(centre - s.lattice_index(n)) / 3)) for n in (lo, hi)]
-    points = (s.on_lattice(k) for k in (centre - reach[0], centre, centre + reach[1]))
+    exact = math.isfinite(at) and all(math.isfinite(row[i].mean) for i in (best - 1, best + 1))
+    reach = [1 if exact else max(1, round(abs(centre - s.lattice_index(n)) / 3))
+             for n in (lo, hi)]
+    points = (s.on_lattice(k) for k in (centre, centre - reach[0], centre + reach[1]))
     asks = [a for a in points if lo * (1 + 1e-9) < a < hi * (1 - 1e-9)
             and rate_key(a) != rate_key(lr)]
     where = f"its parabola's minimum {at:.4g}" if math.isfinite(at) else "no parabola (a " \
@@ -239,18 +245,32 @@ def next_round(runs: list[RunReading], targets: list[str], settings: Settings,
     run it has finished or stopped so far, at every target; `rounds_done`: rounds after the
     first grid already recorded. Done when no target asks for a rate or at the round limit."""
     tried = {rate_key(r.learning_rate) for r in runs}
-    asked: dict[str, float] = {}
-    reasons = {}
+    reasons, wanted = {}, []
     for target in targets:
         rates, why = target_rates(cells(runs, target), settings)
         reasons[target] = why
-        for lr in rates:
-            if rate_key(lr) not in tried:
-                asked.setdefault(rate_key(lr), rounded(lr))
+        wanted.append([lr for lr in rates if rate_key(lr) not in tried])
+    asked = _thinned(wanted, settings)
     if asked and rounds_done >= settings.max_rounds:
         return Plan((), {t: f"round limit {settings.max_rounds} reached; it asked: {why}"
                          if not why.startswith("done") else why for t, why in reasons.items()})
-    return Plan(tuple(sorted(asked.values())), reasons)
+    return Plan(tuple(sorted(rounded(lr) for lr in asked)), reasons)
+
+
+def _thinned(wanted: list[list[float]], s: Settings) -> list[float]:
+    """The targets' asks as one round: each target's first ask (the point nearest its
+    parabola's minimum) before any target's second, an ask within one lattice step of another
+    target's ask already taken left out. The targets of one batch size mostly want neighbouring
+    rates; a rate one step from another tells the parabolas nearly as much, costs a whole run,
+    and a target that still needs it asks again next round."""
+    taken: dict[str, tuple[int, int, float]] = {}  # rate key: (target, lattice index, rate)
+    for k in range(max(map(len, wanted), default=0)):
+        for i, asks in enumerate(wanted):
+            if k < len(asks) and rate_key(asks[k]) not in taken:
+                at = s.lattice_index(asks[k])
+                if all(j == i or abs(at - a) > 1 for j, a, _ in taken.values()):
+                    taken[rate_key(asks[k])] = (i, at, asks[k])
+    return [lr for _, _, lr in taken.values()]
 
 
 def round_record(batch_size: int, number: int, plan: Plan) -> dict[str, Any]:
