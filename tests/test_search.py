@@ -4,8 +4,11 @@ win, checked against the same runs left to finish."""
 
 from __future__ import annotations
 
+import json
 import math
+import runpy
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -460,3 +463,20 @@ def test_a_coarse_grid_off_the_optimum_gives_b_crit_within_10_percent(spectrum):
     searched = _study_b_crit(options, values, [0.01, 0.0316228, 0.1, 0.316228, 1.0])
     ratios = np.array(searched) / np.array(truth)
     assert np.all(np.abs(ratios - 1) < 0.10), ratios
+
+
+def test_search_cost_splits_the_examples_between_the_first_grid_and_the_rounds(tmp_path):
+    """experiments/search_cost.py on a folder worked by hand: B = 8 trained 0.1 and 1 in its
+    first grid (80 + 40 examples) and 0.316228 in round 1 (60); B = 16 only its grid (160)."""
+    tool = runpy.run_path(str(Path(__file__).parents[1] / "experiments" / "search_cost.py"))
+    store.add_round(tmp_path, {"batch_size": 8, "round": 1, "learning_rates": [0.316228],
+                               "reasons": {}})
+    for b, lr, examples in [(8, 0.1, 80), (8, 1.0, 40), (8, 0.316228, 60), (16, 0.1, 160)]:
+        folder = tmp_path / "runs" / f"bs{b}-lr{lr:g}-seed0"
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps(
+            {"batch_size": b, "learning_rate": lr, "examples": examples}))
+    table = tool["split"](tmp_path)
+    assert {b: dict(rounds) for b, rounds in table.items()} == {
+        8: {0: [2, 120], 1: [1, 60]}, 16: {0: [1, 160]}}
+    assert tool["lines"](table)[-1].split() == ["all", "3", "280", "1", "60"]
