@@ -600,14 +600,14 @@ def test_bad_search_and_stopping_settings_name_the_key(key, value, fragment):
 
 
 def test_short_runs_train_in_at_least_min_chunks_chunks():
-    """chunk_steps 100, min_chunks 16: quickstart's B = 4,096 (117 steps) in chunks of
-    ceil(117 / 16) = 8, B = 1,024 (480) of 30, B = 256 (1,880) of 100; min_chunks 1 keeps
+    """chunk_steps 100, min_chunks 16: quickstart's B = 4,096 (120 steps) in chunks of
+    ceil(120 / 16) = 8, B = 1,024 (480) of 30, B = 256 (1,880) of 100; min_chunks 1 keeps
     chunk_steps, cut to the run."""
     train = from_dict(nqm()).train
     assert (train.chunk_steps, train.min_chunks) == (100, 16)
-    assert [train.chunk_for(n) for n in (117, 480, 1_880, 5)] == [8, 30, 100, 1]
+    assert [train.chunk_for(n) for n in (120, 480, 1_880, 5)] == [8, 30, 100, 1]
     whole = from_dict(nqm(train__min_chunks=1)).train
-    assert [whole.chunk_for(n) for n in (117, 480, 1_880)] == [100, 100, 100]
+    assert [whole.chunk_for(n) for n in (120, 480, 1_880)] == [100, 100, 100]
 
 
 def test_search_defaults_and_switches_read_from_yaml(tmp_path):
