@@ -20,7 +20,8 @@ class CompiledChunks:
 
     def __init__(self, chunk: Any, host_data: bool) -> None:
         self._chunk, self._host_data = chunk, host_data
-        self._compiling = threading.Lock()
+        self._locks_guard = threading.Lock()
+        self._locks: dict[Any, threading.Lock] = {}
         self._background: concurrent.futures.ThreadPoolExecutor | None = None
         # Per compile_key (the group width, and the streamed seeds): compiled chunk, its
         # compile seconds, chunks run.
@@ -53,7 +54,9 @@ class CompiledChunks:
     def _compile(self, key: Any, args: tuple, ahead: bool = False) -> Any:
         """The chunk for `key`, compiled once; `args` may hold abstract (shape-only) state. A
         compile started ahead on another thread is waited for, not repeated."""
-        with self._compiling:
+        if key in self.compiled:  # no lock: another width may be compiling meanwhile
+            return self.compiled[key]
+        with self._lock(key):
             if key not in self.compiled:
                 start = time.perf_counter()
                 self.compiled[key] = self._chunk.lower(*args).compile()
@@ -61,6 +64,11 @@ class CompiledChunks:
                 if ahead:
                     self.ahead.add(key)
             return self.compiled[key]
+
+    def _lock(self, key: Any) -> threading.Lock:
+        """The lock of one key's compile: a key compiles once, two keys at once."""
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
 
     def memory_at(self, width: int, data: Any, eval_data: Any) -> Any:
         """XLA's memory analysis of the chunk at `width` (per device), compiled ahead from the
