@@ -2,7 +2,8 @@
 nothing; shards together equal the whole sweep; an extended sweep trains only its new points,
 an optimizer axis in one group; and the learning-rate search through the engine: a first grid
 whose top lies below the optimum extends upward and brackets it, each round trains as one
-group with the seeds of the first grid, the rounds are recorded, and a sweep killed mid-round
+group with the seeds of the first grid, the rounds are recorded, batch sizes take turns (none
+waits for another's rounds) with the same results as each alone, and a sweep killed mid-round
 resumes to the same results as one never interrupted."""
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ def test_a_grid_below_the_optimum_extends_upward_and_brackets_it(tmp_path):
     (point,) = A.analyze(tmp_path, bootstrap=0)["targets"][0]["points"]
     assert point["best_lr"] > 0.4 and point["at_edge"] is None
     assert point["optimum"]["bracketed"]
+
+
+@pytest.mark.slow
+def test_batch_sizes_take_turns_and_the_order_changes_no_result(tmp_path):
+    cfg = config(LOW, "batch.sizes=[8, 16]", "learning_rate.max_rounds=2")
+    done = runner.run(cfg, tmp_path / "both", quiet=True)
+    first = lambda s: s["learning_rate"] in (0.05, 0.1)
+    grid_16 = max(i for i, s in enumerate(done) if s["batch_size"] == 16 and first(s))
+    rounds_8 = [i for i, s in enumerate(done) if s["batch_size"] == 8 and not first(s)]
+    assert rounds_8 and grid_16 < min(rounds_8)  # 16's first grid did not wait for 8's rounds
+    assert {r["batch_size"] for r in store.read_rounds(tmp_path / "both")} == {8, 16}
+    alone = runner.run(cfg, tmp_path / "alone", batch_sizes=[8], quiet=True)
+    assert_same(comparable(alone), comparable([s for s in done if s["batch_size"] == 8]))
 
 
 @pytest.mark.slow

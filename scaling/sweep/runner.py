@@ -5,12 +5,14 @@ program and train as vmapped groups (at most train.max_group_size runs each). Fi
 (summary.json present) are skipped, so running the same command again resumes a killed sweep.
 `shard=(i, n)` trains only this host's share of the groups (scaling.sweep.grid.partition).
 With the learning-rate search on, a batch size that finishes its first grid trains further
-rounds of learning rates until each target's optimum is bracketed (rounds.json).
+rounds of learning rates until each target's optimum is bracketed (rounds.json), the batch
+sizes taking turns.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from scaling.config import optimizer_rules
 from scaling.config.arithmetic import for_config, format_table
 from scaling.store.cost import cost, cost_line
 from scaling.sweep import progress, search, segments
-from scaling.sweep.grid import PlannedRun, expand
+from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.prepare import Prepared, prepare
 from scaling.sweep.session import Session
 from scaling.train import memory
@@ -103,17 +105,39 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
 
 
 def _train_units(session: Session) -> list[dict[str, Any]]:
-    """One pass over this shard's groups: train each unfinished one no other process holds."""
+    """One pass over this shard's groups: train each unfinished one no other process holds.
+
+    With the learning-rate search on, batch sizes take turns: once a batch size's runs so far
+    have trained, its next round is planned and it goes to the back of the queue, so the other
+    batch sizes train while its round waits, and the round's chunk compiles on another thread
+    while the group before it trains. The order changes no result: a round is planned from its
+    own batch size's runs alone."""
     p, summaries = session.p, []
     todo = lambda unit: [r for r in p.runs_of(unit) if r.run_id not in session.finished]
-    for i, unit in enumerate(p.units):
+    queue = deque(_distinct(p))
+    while queue:
+        unit = queue.popleft()
         runs = todo(unit)
-        if i + 1 < len(p.units):
-            session.compile_ahead(todo(p.units[i + 1]), runs)
+        if queue:
+            session.compile_ahead(todo(queue[0]), runs)
         summaries += session.train(runs)
-        if p.searched and unit.schedule is None:
-            summaries += _search(session, unit.batch_size)
+        if p.searched and unit.schedule is None and _next_round(session, unit.batch_size):
+            queue.append(unit)
     return summaries
+
+
+def _distinct(p: Prepared) -> list[Unit]:
+    """This shard's units, one per searched batch size: such a unit trains all of its batch
+    size's runs (Prepared.runs_of), split into groups as the session does."""
+    seen: set[int] = set()
+    out = []
+    for unit in p.units:
+        if p.searched and unit.schedule is None:
+            if unit.batch_size in seen:
+                continue
+            seen.add(unit.batch_size)
+        out.append(unit)
+    return out
 
 
 def _reread(session: Session) -> None:
@@ -128,27 +152,24 @@ def _reread(session: Session) -> None:
             session.tally.pending.pop(r.run_id, None)
 
 
-def _search(session: Session, size: int) -> list[dict[str, Any]]:
-    """The learning-rate search of one batch size: once all its runs so far are done, plan the
-    next round (scaling.sweep.search), record it in rounds.json and train it as one vmapped
-    group (the same seeds, so the same data order and noise as every earlier round), until
-    each target's optimum is bracketed at the resolution or the round limit is reached."""
-    p, summaries = session.p, []
-    while True:
-        todo = [r for r in p.batch_runs(size) if r.run_id not in session.finished]
-        if todo:
-            done = session.train(todo)
-            summaries += done
-            if len(done) < len(todo):  # groups left to other processes, which extend it
-                break
-            continue
-        plan = p.next_round(size, session.finished)
-        if plan.done:
-            session.say(f"batch {size}: search done: " + "; ".join(
-                f"{t}: {why}" for t, why in plan.reasons.items()))
-            return summaries
-        number = len(search.rounds_of(p.rounds, size)) + 1
-        record = search.round_record(size, number, plan)
-        p.rounds.append(store.add_round(p.out, record) if is_leader() else record)
-        session.say(f"batch {size}: search round {number}: learning rates "
-                    + ", ".join(f"{lr:.4g}" for lr in plan.learning_rates))
+def _next_round(session: Session, size: int) -> bool:
+    """The learning-rate search of one batch size whose runs so far have trained: plan its next
+    round (scaling.sweep.search) and record it in rounds.json; whether there is one to train
+    (not when each target's optimum is bracketed at the resolution, the round limit is
+    reached, or other processes hold some of its runs: they extend it). A round's runs train
+    as one vmapped group, with the same seeds, so the same data order and noise as every
+    earlier round."""
+    p = session.p
+    if any(r.run_id not in session.finished for r in p.batch_runs(size)):
+        return False
+    plan = p.next_round(size, session.finished)
+    if plan.done:
+        session.say(f"batch {size}: search done: " + "; ".join(
+            f"{t}: {why}" for t, why in plan.reasons.items()))
+        return False
+    number = len(search.rounds_of(p.rounds, size)) + 1
+    record = search.round_record(size, number, plan)
+    p.rounds.append(store.add_round(p.out, record) if is_leader() else record)
+    session.say(f"batch {size}: search round {number}: learning rates "
+                + ", ".join(f"{lr:.4g}" for lr in plan.learning_rates))
+    return True
