@@ -1,6 +1,16 @@
 """Where a searched sweep's examples go: per batch size, the runs and examples of its first grid
 and of each search round, from the run summaries and rounds.json of a results folder (its run
-files must be there: the sweep's own folder, or one it is rerun into).
+files must be there: the sweep's own folder, or one it is rerun into); and the floor that no
+stopping rule can go below while runs are read with the smoothed rule.
+
+The floor: a run is read once it has trained to `window` x its crossing (reached.window), and
+a run that has not crossed by step t can still be read as low as t / window, so no run can be
+ruled out at a target before some run's reading of it has closed. Every run that does not
+diverge therefore trains at least to `window` x its batch size's fewest steps to the target
+that takes longest there (or its budget). `floor_lines` sums that over the runs the sweep
+trained, and over the fewest a search can train: the first grid's runs that did not diverge
+and two more rates per batch size, the fewest that put two neighbours within the resolution of
+a best (more where the targets' optima differ).
 
     python experiments/search_cost.py results/quickstart
 """
@@ -9,11 +19,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
+import yaml
+
 from scaling import store
+from scaling.config.arithmetic import Arithmetic
+from scaling.config.targets import DEFAULT_WINDOW
 from scaling.sweep.search import rate_key
+
+NEW_PER_BRACKET = 2  # rates a search adds at the fewest to bracket a best at its resolution
+
+
+def summaries(out: Path) -> list[dict]:
+    """The run summaries of a results folder."""
+    return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/summary.json"))]
 
 
 def split(out: Path) -> dict[int, dict[int, list[int]]]:
@@ -21,8 +43,7 @@ def split(out: Path) -> dict[int, dict[int, list[int]]]:
     round_of = {(r["batch_size"], rate_key(lr)): r["round"]
                 for r in store.read_rounds(out) for lr in r["learning_rates"]}
     table: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for path in sorted((out / "runs").glob("*/summary.json")):
-        s = json.loads(path.read_text())
+    for s in summaries(out):
         cell = table[s["batch_size"]][round_of.get((s["batch_size"],
                                                     rate_key(s["learning_rate"])), 0)]
         cell[0] += 1
@@ -44,6 +65,50 @@ def lines(table: dict[int, dict[int, list[int]]]) -> list[str]:
     return out
 
 
+def floor_per_run(runs: list[dict], arith: Arithmetic, window: float) -> int:
+    """The fewest examples a run of this batch size that does not diverge trains: to `window` x
+    the fewest steps to the target that takes longest here (its budget where a target is
+    never reached)."""
+    targets = {t for s in runs for t in s.get("steps_to_target") or {}}
+    fewest = [min((s["steps_to_target"][t] for s in runs
+                   if isinstance((s.get("steps_to_target") or {}).get(t), (int, float))),
+                  default=math.inf) for t in targets]
+    reading = window * max(fewest, default=math.inf)
+    steps = arith.total_steps if reading >= arith.total_steps else math.floor(reading)
+    return arith.examples_at(steps)
+
+
+def floors(out: Path) -> dict[int, tuple[int, int, int]]:
+    """{batch size: (floor per run, runs that did not diverge, first-grid runs that did not)}."""
+    config = yaml.safe_load((out / "sweep.yaml").read_text()) or {}
+    window = (config.get("reached") or {}).get("window", DEFAULT_WINDOW)
+    planned = json.loads((out / store.ARITHMETIC).read_text())
+    arith = {a["batch_size"]: Arithmetic(**a) for a in planned}
+    searched = {(r["batch_size"], rate_key(lr)) for r in store.read_rounds(out)
+                for lr in r["learning_rates"]}
+    by_size: dict[int, list[dict]] = defaultdict(list)
+    for s in summaries(out):
+        by_size[s["batch_size"]].append(s)
+    out_floors = {}
+    for b, runs in by_size.items():
+        live = [s for s in runs if s.get("status") != "diverged"]
+        grid = [s for s in live if (b, rate_key(s["learning_rate"])) not in searched]
+        out_floors[b] = (floor_per_run(runs, arith[b], window), len(live), len(grid))
+    return out_floors
+
+
+def floor_lines(table: dict[int, dict[int, list[int]]], per: dict[int, tuple[int, int, int]]
+                ) -> list[str]:
+    """The floor of the runs trained, and of the fewest runs a search can train."""
+    trained = sum(c[1] for rounds in table.values() for c in rounds.values())
+    these = sum(f * live for f, live, _ in per.values())
+    fewest = sum(f * (grid + NEW_PER_BRACKET) for f, _, grid in per.values())
+    return [f"floor of these runs under the reading rule: {these:,} examples "
+            f"({these / trained:.0%} of the {trained:,} trained)",
+            f"floor of the fewest a search can train (the first grid's runs that did not diverge "
+            f"and {NEW_PER_BRACKET} more rates per batch size): {fewest:,} examples"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="a searched sweep's results folder, with its runs")
@@ -51,7 +116,8 @@ def main() -> None:
     if not list((args.dir / "runs").glob("*/summary.json")):
         raise SystemExit(f"error: {args.dir}: no finished runs under runs/ (rerun the sweep "
                          "into it first)")
-    print("\n".join(lines(split(args.dir))))
+    table = split(args.dir)
+    print("\n".join(lines(table) + floor_lines(table, floors(args.dir))))
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ from scaling.analysis import analyze, optimum
 from scaling.analysis.nqm_reference import steps_to_target
 from scaling.analysis.table import LRCurve
 from scaling.config import LearningRateConfig, from_dict
+from scaling.config.arithmetic import for_config
 from scaling.config.targets import Censored, Reach
 from scaling.sweep import search as S
 from scaling.tasks.nqm import NQMOptions, spectra
+from tests.helpers import SWEEP, config
 
 SPREAD = NQMOptions(dim=200, h_power=0.8, c_power=0.0, c_scale=0.03)  # configs/nqm.yaml
 START_LOSS = 0.5 * sum((i + 1) ** -0.8 for i in range(200))  # E[L_0], init_scale 1
@@ -465,18 +467,34 @@ def test_a_coarse_grid_off_the_optimum_gives_b_crit_within_10_percent(spectrum):
     assert np.all(np.abs(ratios - 1) < 0.10), ratios
 
 
-def test_search_cost_splits_the_examples_between_the_first_grid_and_the_rounds(tmp_path):
-    """experiments/search_cost.py on a folder worked by hand: B = 8 trained 0.1 and 1 in its
-    first grid (80 + 40 examples) and 0.316228 in round 1 (60); B = 16 only its grid (160)."""
+def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_path):
+    """experiments/search_cost.py on a folder worked by hand (budgets of 100 steps at B = 8 and
+    50 at 16, no epochs, window 1.5). B = 8 trained 0.1 (480 examples) and 1 (40, diverged) in
+    its first grid and 0.316228 in round 1 (400); B = 16 only its grid (800). B = 8's fewest
+    steps are 10 and 30, so every run that did not diverge trains at least 1.5 x 30 = 45 steps
+    (360 examples); at B = 16 the target is never reached: its budget, 800. These runs: 2 x 360
+    + 800 = 1,520 of 1,720; the fewest a search trains: (1 + 2) x 360 + (1 + 2) x 800."""
     tool = runpy.run_path(str(Path(__file__).parents[1] / "experiments" / "search_cost.py"))
+    cfg = config(SWEEP)
+    store.write_json(tmp_path / store.ARITHMETIC, [for_config(cfg, b).to_dict() for b in (8, 16)])
+    (tmp_path / "sweep.yaml").write_text("reached: {window: 1.5}\n")
     store.add_round(tmp_path, {"batch_size": 8, "round": 1, "learning_rates": [0.316228],
                                "reasons": {}})
-    for b, lr, examples in [(8, 0.1, 80), (8, 1.0, 40), (8, 0.316228, 60), (16, 0.1, 160)]:
+    for b, lr, examples, status, steps in [(8, 0.1, 480, "completed", (20, 40)),
+                                           (8, 1.0, 40, "diverged", (None, None)),
+                                           (8, 0.316228, 400, "completed", (10, 30)),
+                                           (16, 0.1, 800, "budget", (None, None))]:
         folder = tmp_path / "runs" / f"bs{b}-lr{lr:g}-seed0"
         folder.mkdir(parents=True)
         (folder / "summary.json").write_text(json.dumps(
-            {"batch_size": b, "learning_rate": lr, "examples": examples}))
+            {"batch_size": b, "learning_rate": lr, "examples": examples, "status": status,
+             "steps_to_target": dict(zip(("a", "b"), steps))}))
     table = tool["split"](tmp_path)
     assert {b: dict(rounds) for b, rounds in table.items()} == {
-        8: {0: [2, 120], 1: [1, 60]}, 16: {0: [1, 160]}}
-    assert tool["lines"](table)[-1].split() == ["all", "3", "280", "1", "60"]
+        8: {0: [2, 520], 1: [1, 400]}, 16: {0: [1, 800]}}
+    assert tool["lines"](table)[-1].split() == ["all", "3", "1,320", "1", "400"]
+    floors = tool["floors"](tmp_path)
+    assert floors == {8: (360, 2, 1), 16: (800, 1, 1)}
+    these, fewest = tool["floor_lines"](table, floors)
+    assert "1,520 examples (88% of the 1,720 trained)" in these
+    assert fewest.endswith(f"{3 * 360 + 3 * 800:,} examples")
