@@ -23,11 +23,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-import yaml
-
 from scaling import store
+from scaling.analysis.analyze import sweep_reading
 from scaling.config.arithmetic import Arithmetic
-from scaling.config.targets import DEFAULT_WINDOW
 from scaling.sweep.search import rate_key
 
 NEW_PER_BRACKET = 2  # rates a search adds at the fewest to bracket a best at its resolution
@@ -38,14 +36,23 @@ def summaries(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/summary.json"))]
 
 
-def split(out: Path) -> dict[int, dict[int, list[int]]]:
+def rounds_of(out: Path) -> dict[tuple[int, str], int]:
+    """{(batch size, rate_key): the search round that trained it}; first-grid rates are absent."""
+    return {(r["batch_size"], rate_key(lr)): r["round"]
+            for r in store.read_rounds(out) for lr in r["learning_rates"]}
+
+
+def _round(s: dict, round_of: dict[tuple[int, str], int]) -> int:
+    """The round of a run's summary (0: the first grid)."""
+    return round_of.get((s["batch_size"], rate_key(s["learning_rate"])), 0)
+
+
+def split(runs: list[dict], round_of: dict[tuple[int, str], int]
+          ) -> dict[int, dict[int, list[int]]]:
     """{batch size: {round (0: the first grid): [runs, examples]}}."""
-    round_of = {(r["batch_size"], rate_key(lr)): r["round"]
-                for r in store.read_rounds(out) for lr in r["learning_rates"]}
     table: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for s in summaries(out):
-        cell = table[s["batch_size"]][round_of.get((s["batch_size"],
-                                                    rate_key(s["learning_rate"])), 0)]
+    for s in runs:
+        cell = table[s["batch_size"]][_round(s, round_of)]
         cell[0] += 1
         cell[1] += s["examples"]
     return table
@@ -78,22 +85,22 @@ def floor_per_run(runs: list[dict], arith: Arithmetic, window: float) -> int:
     return arith.examples_at(steps)
 
 
-def floors(out: Path) -> dict[int, tuple[int, int, int]]:
-    """{batch size: (floor per run, runs that did not diverge, first-grid runs that did not)}."""
-    config = yaml.safe_load((out / "sweep.yaml").read_text()) or {}
-    window = (config.get("reached") or {}).get("window", DEFAULT_WINDOW)
-    planned = json.loads((out / store.ARITHMETIC).read_text())
-    arith = {a["batch_size"]: Arithmetic(**a) for a in planned}
-    searched = {(r["batch_size"], rate_key(lr)) for r in store.read_rounds(out)
-                for lr in r["learning_rates"]}
+def floors(out: Path, runs: list[dict], round_of: dict[tuple[int, str], int]
+           ) -> dict[int, tuple[int, int, int]]:
+    """{batch size: (floor per run, runs that did not diverge, first-grid runs that did not)}.
+    The window is the sweep's own under the smoothed rule; other rules read a run at its
+    crossing (window 1)."""
+    reach = sweep_reading(out)
+    window = reach.window if reach.rule == "smoothed" else 1.0
+    arith = {a["batch_size"]: Arithmetic(**a) for a in store.read_arithmetic(out) or []}
     by_size: dict[int, list[dict]] = defaultdict(list)
-    for s in summaries(out):
+    for s in runs:
         by_size[s["batch_size"]].append(s)
     out_floors = {}
-    for b, runs in by_size.items():
-        live = [s for s in runs if s.get("status") != "diverged"]
-        grid = [s for s in live if (b, rate_key(s["learning_rate"])) not in searched]
-        out_floors[b] = (floor_per_run(runs, arith[b], window), len(live), len(grid))
+    for b, group in by_size.items():
+        live = [s for s in group if s.get("status") != "diverged"]
+        grid = [s for s in live if _round(s, round_of) == 0]
+        out_floors[b] = (floor_per_run(group, arith[b], window), len(live), len(grid))
     return out_floors
 
 
@@ -113,12 +120,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="a searched sweep's results folder, with its runs")
     args = parser.parse_args()
-    if not list((args.dir / "runs").glob("*/summary.json")):
+    runs = summaries(args.dir)
+    if not runs:
         raise SystemExit(f"error: {args.dir}: no finished runs under runs/ (rerun the sweep "
                          "into it first)")
-    table = split(args.dir)
-    print("\n".join(lines(table) + floor_lines(table, floors(args.dir))))
-
+    round_of = rounds_of(args.dir)
+    table = split(runs, round_of)
+    print("\n".join(lines(table) + floor_lines(table, floors(args.dir, runs, round_of))))
 
 if __name__ == "__main__":
     main()

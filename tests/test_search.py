@@ -489,11 +489,12 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
         (folder / "summary.json").write_text(json.dumps(
             {"batch_size": b, "learning_rate": lr, "examples": examples, "status": status,
              "steps_to_target": dict(zip(("a", "b"), steps))}))
-    table = tool["split"](tmp_path)
+    runs, round_of = tool["summaries"](tmp_path), tool["rounds_of"](tmp_path)
+    table = tool["split"](runs, round_of)
     assert {b: dict(rounds) for b, rounds in table.items()} == {
         8: {0: [2, 520], 1: [1, 400]}, 16: {0: [1, 800]}}
     assert tool["lines"](table)[-1].split() == ["all", "3", "1,320", "1", "400"]
-    floors = tool["floors"](tmp_path)
+    floors = tool["floors"](tmp_path, runs, round_of)
     assert floors == {8: (360, 2, 1), 16: (800, 1, 1)}
     these, fewest = tool["floor_lines"](table, floors)
     assert "1,520 examples (88% of the 1,720 trained)" in these
