@@ -88,6 +88,20 @@ def test_dry_run_prints_runs_groups_and_plan_and_writes_nothing(tmp_path, capsys
         assert any(line.split()[:1] == [str(size)] and str(steps) in line.split()
                    for line in text.splitlines())
     assert text.count("to do  bs") == 8 and "batch 16 group 1: 2 runs, 0 done, 2 to train" in text
+    # 8 runs of 800 examples; smoothed readings may extend, nothing stops early, no search
+    assert "to train: 8 runs at fixed batch sizes, 6,400 examples if each trains to its budget" \
+        in text and "go on to 1.5x their budget" in text
+    assert "stop early" not in text and "learning-rate search" not in text
+
+
+def test_dry_run_says_what_may_cut_the_cost_and_what_the_search_adds(tmp_path, capsys):
+    path = write_config(tmp_path, "train.stop_dominated=true", "learning_rate.search=true",
+                        "learning_rate.max_rounds=3", "budget.reading_extension=off")
+    assert main(["sweep", path, "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "6,400 examples" in text and "go on to" not in text
+    assert "stop early (train.stop_dominated)" in text
+    assert "the learning-rate search: up to 3 rounds per batch size in all" in text
 
 
 def test_dry_run_marks_finished_runs(tmp_path, capsys):
@@ -100,6 +114,7 @@ def test_dry_run_marks_finished_runs(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "done   bs8-lr0.1-seed0" in text and "to do  bs8-lr0.5-seed0" in text
     assert "batch 8 group 0: 2 runs, 2 done, 0 to train" in text
+    assert "to train: 6 runs at fixed batch sizes, 4,800 examples" in text
     assert sorted(p.name for p in out.rglob("*")) == before
 
 

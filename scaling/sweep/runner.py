@@ -39,6 +39,7 @@ def describe(p: Prepared) -> str:
                  if p.batch_sizes is None]
     lines = [format_table(arith), *schedules, *optimizer_rules.describe(p.cfg), "",
              f"groups ({len(p.units)}) and runs in {p.out}:"]
+    todo: list[PlannedRun] = []
     for unit in p.units:
         runs = p.runs_of(unit)
         done = [store.is_done(p.out, r.run_id) for r in runs]
@@ -46,13 +47,37 @@ def describe(p: Prepared) -> str:
                      f"{sum(done)} done, {len(runs) - sum(done)} to train")
         lines += [f"  {'done ' if d else 'to do'}  {r.run_id}{ruled_text(p.cfg, r)}"
                   for r, d in zip(runs, done)]
+        todo += [r for r, d in zip(runs, done) if not d]
     lines += [f"search: batch {r['batch_size']} round {r['round']}, learning rates "
               + ", ".join(f"{lr:.4g}" for lr in r["learning_rates"]) for r in p.rounds]
+    lines += budget_lines(p, todo)
     device = memory.device_limit(p.cfg.train.memory_limit_gb)
     if device is not None:
         lines.append(f"memory: {device / memory.GB:.3g} GB per device; the sweep compiles each "
                      "batch size's chunk first and cuts its groups further if they do not fit")
     return "\n".join(lines)
+
+
+def budget_lines(p: Prepared, todo: list[PlannedRun]) -> list[str]:
+    """What the runs left to train may cost, so a cluster allocation can be sized before any
+    compute: their examples to the budget (fixed batch sizes), and what may add to it or cut it."""
+    fixed = [r for r in todo if r.schedule is None]
+    if not fixed:
+        return []
+    cfg = p.cfg
+    examples = sum(p.specs[r.batch_size][1].examples for r in fixed)
+    out = [f"to train: {len(fixed)} runs at fixed batch sizes, {examples:,} examples if each "
+           "trains to its budget"]
+    if cfg.reading_extension > 1:
+        out.append(f"  a batch size's best rates may go on to {cfg.reading_extension:g}x their "
+                   "budget to confirm a reading (budget.reading_extension)")
+    if cfg.train.stop_dominated and cfg.targets:
+        out.append("  runs that can no longer be their batch size's best stop early "
+                   "(train.stop_dominated)")
+    if p.searched:
+        out.append(f"  then the learning-rate search: up to {cfg.learning_rate.max_rounds} rounds "
+                   "per batch size in all, their rates set by the readings before them")
+    return out
 
 
 def ruled_text(cfg: Config, run: PlannedRun) -> str:
