@@ -6,8 +6,8 @@ step is called from Python every step and its loss read back (a host sync per st
 evaluation is a jitted call at the same points the engine evaluates. It trains the same runs
 as the engine: the same initial parameters, the same batches (the engine's permutation of each
 epoch, or the task's draws from the same keys), the same optimizer, schedule and precision, so
-the final losses agree up to float32 rounding (summed in another order; training at a high
-learning rate amplifies it) and the comparison is of speed alone. The engine also measures the
+the final losses agree up to float32 rounding (summed in another order), which training
+amplifies over many steps, most at a high learning rate; the comparison is of speed alone. The engine also measures the
 gradient noise scale, as every sweep does; the tutorial loop does not.
 
 Compile time is apart from training: the engine's first call compiles and trains, the timed

@@ -5,7 +5,8 @@ The runs train one after another, a jitted step is called from Python every step
 read back (a host sync per step), and the evaluation is a jitted call at the same points the
 engine evaluates. It trains the same runs as the engine: the same initial parameters, the same
 batches (the engine's permutation of each epoch, or the task's draws from the same keys), the
-same optimizer, schedule and precision, so the final losses agree up to float32 rounding.
+same optimizer, schedule and precision, so the final losses agree up to float32 rounding
+(which training amplifies over many steps).
 """
 
 from __future__ import annotations
