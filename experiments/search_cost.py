@@ -128,5 +128,6 @@ def main() -> None:
     table = split(runs, round_of)
     print("\n".join(lines(table) + floor_lines(table, floors(args.dir, runs, round_of))))
 
+
 if __name__ == "__main__":
     main()

@@ -7,8 +7,9 @@ evaluation is a jitted call at the same points the engine evaluates. It trains t
 as the engine: the same initial parameters, the same batches (the engine's permutation of each
 epoch, or the task's draws from the same keys), the same optimizer, schedule and precision, so
 the final losses agree up to float32 rounding (summed in another order), which training
-amplifies over many steps, most at a high learning rate; the comparison is of speed alone. The engine also measures the
-gradient noise scale, as every sweep does; the tutorial loop does not.
+amplifies over many steps, most at a high learning rate; the comparison is of speed alone.
+The engine also measures the gradient noise scale, as every sweep does; the tutorial loop does
+not.
 
 Compile time is apart from training: the engine's first call compiles and trains, the timed
 calls reuse the compiled program; the tutorial loop compiles on a warm-up step.
