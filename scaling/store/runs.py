@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from scaling.errors import ConfigError
+from scaling.store import archive
 from scaling.store.files import atomic_write, dumps, write_json
 
 TAIL_BYTES = 1 << 16  # read from a metrics file's end to find its last step
@@ -80,7 +81,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     """A run's rows. A torn last line (a writer killed mid-write) is left out; a damaged line
     before it, or a step that repeats or goes back, is a ConfigError naming the file, the line
     and the step (repair: scaling.store.repair)."""
-    lines = Path(path).read_text().splitlines()
+    return parse_metrics(Path(path).read_text(), path)
+
+
+def parse_metrics(text: str, path: Any) -> list[dict[str, Any]]:
+    """read_metrics on the text of a metrics.jsonl (`path` names it in errors)."""
+    lines = text.splitlines()
     rows = []
     for number, line in enumerate(lines, 1):
         try:
@@ -97,10 +103,10 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _repair_hint(path: Path) -> str:
+def _repair_hint(path: Any) -> str:
     """'; `scaling repair OUT` ...' for a run's metrics.jsonl (OUT/runs/<run_id>/)."""
     path = Path(path)
-    if path.parent.parent.name != "runs":
+    if path.parent.parent.name != "runs" or not path.is_file():
         return ""
     return f"; `scaling repair {path.parents[2]}` keeps one clean pass (docs/results-format.md)"
 
@@ -123,8 +129,11 @@ def last_step(path: Path) -> int | None:
 
 
 def load(out: str | Path) -> list[dict[str, Any]]:
-    """Finished runs as plain records: {'run_id', 'config', 'summary', 'metrics'}, sorted by id."""
+    """Finished runs as plain records: {'run_id', 'config', 'summary', 'metrics'}, sorted by id;
+    from runs/, else from the folder's run archive (scaling.store.archive) where it has one."""
     records = []
+    if not any(Path(out).glob("runs/*/summary.json")) and archive.has_archive(out):
+        return archive.records(out, parse_metrics)
     for folder in sorted((Path(out) / "runs").glob("*")):
         summary = folder / "summary.json"
         if not summary.is_file():

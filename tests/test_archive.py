@@ -1,0 +1,66 @@
+"""A folder's run files packed for reading (scaling.store.archive): read in place exactly as
+runs/ reads, the same bytes when packed twice, and never state a sweep resumes from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from scaling import store
+from scaling.config import ConfigError
+from scaling.store import archive
+
+
+def _folder(tmp_path: Path) -> Path:
+    out = tmp_path / "study"
+    for i, steps in enumerate((3, 5)):
+        run = f"r{i}"
+        store.start_run(out, run, {"batch_size": 8 * (i + 1), "learning_rate": 0.1, "seed": 0})
+        store.append_metrics(out, run, [{"step": s, "eval_loss": 1.0 / (s + 1)}
+                                        for s in range(steps)])
+        store.finish_run(out, run, {"run_id": run, "status": "completed"})
+    store.start_run(out, "unfinished", {"batch_size": 64})  # no summary: not packed
+    (out / "rounds.json").write_text(json.dumps([{"batch_size": 8, "round": 1}]))
+    return out
+
+
+def test_a_packed_folder_reads_as_its_runs_did(tmp_path):
+    out = _folder(tmp_path)
+    before = store.load(out)
+    archive.pack(out)
+    shutil.rmtree(out / "runs")
+    (out / "rounds.json").unlink()
+    assert store.load(out) == before and [r["run_id"] for r in before] == ["r0", "r1"]
+    assert archive.read_member(out, "rounds.json") == [{"batch_size": 8, "round": 1}]
+    assert store.read_rounds(out) == []  # a sweep into the folder does not resume the rounds
+
+
+def test_packing_twice_gives_the_same_bytes(tmp_path):
+    out = _folder(tmp_path)
+    first = archive.pack(out).read_bytes()
+    assert archive.pack(out).read_bytes() == first
+
+
+def test_runs_on_disk_are_read_before_the_archive(tmp_path):
+    out = _folder(tmp_path)
+    archive.pack(out)
+    shutil.rmtree(out / "runs" / "r1")
+    assert [r["run_id"] for r in store.load(out)] == ["r0"]
+
+
+def test_a_damaged_archive_is_refused_naming_it(tmp_path):
+    out = _folder(tmp_path)
+    archive.pack(out)
+    shutil.rmtree(out / "runs")
+    path = archive.archive_path(out)
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ConfigError, match="runs.tar.xz: not a readable run archive"):
+        store.load(out)
+
+
+def test_nothing_to_pack_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="no finished runs to pack"):
+        archive.pack(tmp_path)
