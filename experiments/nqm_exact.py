@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling import config as config_mod, store
-from scaling.analysis.analyze import fit_steps
+from scaling.analysis.points import fit_steps
 from scaling.analysis.nqm_reference import closed_form_b_crit
 from scaling.config import learning_rates, parse_target
 from scaling.formatting import interval, number as num

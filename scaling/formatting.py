@@ -54,6 +54,39 @@ def interval(ci: Any, digits: int = 3) -> str:
     return f"[{number(ci[0], digits)}, {number(ci[1], digits)}]" if ci and len(ci) == 2 else "-"
 
 
+def bound(status: Any, digits: int = 3) -> str | None:
+    """A value the data do not pin, as what they do say: '< 16', '> 4,096' or 'not
+    identified'; None for an identified value (`status`: analysis.json's identification)."""
+    if not status or status.get("identified", True):
+        return None
+    at = status.get("at")
+    if status.get("bound") == "upper" and at is not None:
+        return f"< {number(at, digits)}"
+    if status.get("bound") == "lower" and at is not None:
+        return f"> {number(at, digits)}"
+    return "not identified"
+
+
+def estimate(value: Any, ci: Any = None, status: Any = None, digits: int = 3,
+             factor: float = 10.0) -> str:
+    """A number with its interval as reports print it: '469 [443, 499]'; a bound in place of a
+    value the data do not pin ('> 4,096'); an interval end past `factor` x the range the data
+    span as that limit ('[443, > 40,960]'); a zero-width interval as 'degenerate'."""
+    shown = bound(status, digits)
+    if shown is not None:
+        return shown
+    text = number(value, digits)
+    if not ci or len(ci) != 2:
+        return text
+    if status and status.get("ci_zero_width"):
+        return f"{text} (interval degenerate)"
+    low, high = (status or {}).get("range") or (None, None)
+    opened = (status or {}).get("ci_open") or (False, False)
+    lo = f"< {number(low / factor, digits)}" if opened[0] and low else number(ci[0], digits)
+    hi = f"> {number(high * factor, digits)}" if opened[1] and high else number(ci[1], digits)
+    return f"{text} [{lo}, {hi}]"
+
+
 def duration(seconds: float | None) -> str:
     """'1h05m' or '3m07s'; 'unknown' for None."""
     if seconds is None:

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from scaling import store
-from scaling.analysis import analyze as A, contract, curves, lr_rules, tradeoff
+from scaling.analysis import analyze as A, contract, curves, intervals, lr_rules, tradeoff
+from scaling.analysis.fit import fit_with_interval
+from scaling.analysis.optima import refine_lr
+from scaling.analysis.points import best_point
 from scaling.config import ConfigError
 from scaling.config.targets import Reach, crossing
 
@@ -64,24 +67,24 @@ def test_parabola_refinement_finds_the_vertex_of_an_exact_parabola():
     x0 = math.log(0.13)
     steps = np.exp(0.7 * (np.log(lrs) - x0) ** 2 + math.log(200.0))
     best = int(np.argmin(steps))
-    assert A.refine_lr(lrs, steps, best) == pytest.approx(0.13, rel=1e-9)
-    assert A.refine_lr(lrs, 1.0 / steps, best) is None  # opens downward
-    assert A.refine_lr(lrs, steps, 0) is None  # at the edge
+    assert refine_lr(lrs, steps, best) == pytest.approx(0.13, rel=1e-9)
+    assert refine_lr(lrs, 1.0 / steps, best) is None  # opens downward
+    assert refine_lr(lrs, steps, 0) is None  # at the edge
     holed = steps.copy()
     holed[best + 1] = math.nan
-    assert A.refine_lr(lrs, holed, best) is None
+    assert refine_lr(lrs, holed, best) is None
 
 
 def test_best_point_means_over_seeds_and_flags_grid_edges():
     lrs = [0.1, 0.2, 0.4]
-    low = A.best_point(8, [grid_of(lrs, [[90, 110], [150, 150], [None, 100]])])
+    low = best_point(8, [grid_of(lrs, [[90, 110], [150, 150], [None, 100]])])
     assert (low["best_lr"], low["at_edge"], low["steps"], low["num_reached"]) == (0.1, "low", 100.0, 2)
     # 0.4 is faster on one seed but a seed missed the target there: the cell is not reached.
-    high = A.best_point(8, [grid_of(lrs, [[300, 300], [200, 200], [100, 120]], [False, False, True])])
+    high = best_point(8, [grid_of(lrs, [[300, 300], [200, 200], [100, 120]], [False, False, True])])
     assert (high["best_lr"], high["at_edge"], high["steps"], high["num_diverged"]) == (0.4, "high", 110.0, 1)
-    mid = A.best_point(8, [grid_of(lrs, [[300], [200], [300]])])
+    mid = best_point(8, [grid_of(lrs, [[300], [200], [300]])])
     assert mid["at_edge"] is None and mid["refined_lr"] == pytest.approx(0.2)
-    assert A.best_point(8, [grid_of(lrs, [[None], [None], [None]])]) is None
+    assert best_point(8, [grid_of(lrs, [[None], [None], [None]])]) is None
 
 
 # ---------------------------------------------------------------- trade-off fit
@@ -105,26 +108,53 @@ def noisy_grids(rng, seeds: int, sigma: float, sizes, s_min: float, e_min: float
     return out
 
 
-@pytest.mark.parametrize("seeds", [4, 1])
-def test_bootstrap_interval_covers_the_true_b_crit(seeds):
+@pytest.mark.parametrize("method", intervals.METHODS)
+def test_interval_over_seeds_covers_the_true_b_crit(method):
     sizes, s_min, e_min = [2**k for k in range(2, 12)], 50.0, 50.0 * 128
     rng = np.random.default_rng(1)
     covered, widths = 0, []
     for _ in range(20):
-        by_size = noisy_grids(rng, seeds, 0.1, sizes, s_min, e_min)
-        points = [A.best_point(b, g) for b, g in by_size.items()]
-        fit = A.fit_with_interval(by_size, points, 200, rng)
+        by_size = noisy_grids(rng, 4, 0.1, sizes, s_min, e_min)
+        points = [best_point(b, g) for b, g in by_size.items()]
+        fit = fit_with_interval(by_size, points, 200, rng, method=method)
         lo, hi = fit["b_crit_ci"]
         covered += lo <= 128 <= hi
         widths.append(hi / lo)
+        assert fit["interval"]["resamples"] == "seeds" and fit["interval"]["method"] == method
     assert covered >= 15, covered
     assert np.median(widths) < 2.0  # an interval this narrow only covers if it is centred right
 
 
+def test_one_seed_gives_no_interval_never_a_resampling_of_batch_sizes():
+    sizes = [2**k for k in range(2, 12)]
+    by_size = noisy_grids(np.random.default_rng(0), 1, 0.1, sizes, 50.0, 6400.0)
+    fit = fit_with_interval(by_size, [best_point(b, g) for b, g in by_size.items()], 200,
+                            np.random.default_rng(0))
+    assert fit["b_crit_ci"] is None and fit["band"] is None
+    assert fit["interval"] == intervals.none(intervals.ONE_SEED)
+
+
+def test_a_fit_on_three_points_gets_no_interval():
+    by_size = noisy_grids(np.random.default_rng(0), 4, 0.1, [8, 64, 512], 50.0, 6400.0)
+    fit = fit_with_interval(by_size, [best_point(b, g) for b, g in by_size.items()], 200,
+                            np.random.default_rng(0))
+    assert fit["b_crit_ci"] is None and fit["interval"] == intervals.none(intervals.FEW_POINTS)
+
+
+@pytest.mark.parametrize("e_min,bound,at", [(50.0 * 1e5, "lower", 2048), (50.0 * 0.1, "upper", 4)])
+def test_a_b_crit_beyond_the_batch_sizes_fitted_is_a_bound(e_min, bound, at):
+    sizes = [2**k for k in range(2, 12)]
+    by_size = noisy_grids(np.random.default_rng(0), 4, 0.01, sizes, 50.0, e_min)
+    fit = fit_with_interval(by_size, [best_point(b, g) for b, g in by_size.items()], 200,
+                            np.random.default_rng(0))
+    status = fit["identification"]
+    assert not status["identified"] and (status["bound"], status["at"]) == (bound, at)
+
+
 def test_no_interval_from_two_single_seed_points():
     by_size = {b: [grid_of([0.1], [[s]])] for b, s in zip([8, 64], model_steps([8, 64], 10, 640))}
-    fit = A.fit_with_interval(by_size, [A.best_point(b, g) for b, g in by_size.items()], 100,
-                              np.random.default_rng(0))
+    fit = fit_with_interval(by_size, [best_point(b, g) for b, g in by_size.items()], 100,
+                            np.random.default_rng(0))
     assert fit["b_crit"] == pytest.approx(64.0) and fit["b_crit_ci"] is None
 
 
@@ -163,7 +193,7 @@ def test_lr_rules_on_hand_made_grids():
                32: grid_of(lrs, [[150], [100], [150], [None]], [False, False, False, True]),
                64: grid_of(lrs, [[100], [60], [100], [None]], [False, False, False, True]),
                128: grid_of(lrs, [[80], [50], [80], [None]], [False, False, False, True])}
-    points = [A.best_point(b, [g]) for b, g in by_size.items()]
+    points = [best_point(b, [g]) for b, g in by_size.items()]
     rules = lr_rules.lr_rules("eval_loss<=1.0", points, by_size)
     assert rules["reference"] == {"batch_size": 16, "learning_rate": pytest.approx(0.2)}
     linear = {e["batch_size"]: e for e in rules["rules"]["linear"]}

@@ -27,7 +27,8 @@ PER_BATCH_KEYS = {"batch_size", "hyperparameters", "best_lr", "best_value", "lea
                   "num_complete", "num_diverged"}
 GRID_KEYS = {"batch_size", "learning_rate", "hyperparameters", "mean", "std", "seeds", "diverged"}
 LAW_KEYS = {"quantity", "formula", "coefficient", "coefficient_ci", "exponents", "exponents_ci",
-            "left_out", "num_cells", "bootstrap", "rms_log_residual", "alone", "argmin"}
+            "left_out", "num_cells", "bootstrap", "interval", "identification",
+            "rms_log_residual", "alone", "argmin"}
 
 
 def optimum(n: float, d: float) -> tuple[float, float, float]:

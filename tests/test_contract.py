@@ -27,6 +27,13 @@ def test_the_docs_name_every_key_of_every_section(name):
     assert not missing, f"docs/results-format.md does not name {missing} of {name}"
 
 
+@pytest.mark.parametrize("name", sorted(contract.SECTIONS))
+def test_every_section_with_intervals_says_what_they_resample(name):
+    keys = contract.keys(contract.SECTIONS[name])
+    if any(k.endswith("_ci") for k in keys):
+        assert "interval" in keys, f"{name} has intervals but no `interval` record"
+
+
 def test_each_definition_of_b_crit_has_its_section_in_a_target():
     assert {d.key for d in DEFINITIONS} <= contract.keys(contract.Target)
 
@@ -35,8 +42,8 @@ def _minimal_target() -> dict:
     target = {k: None for k in contract.keys(contract.Target)}
     target.update(points=[], unreached_batch_sizes=[], regimes={
         "perfect_scaling_until": None, "steps_plateau_from": None, "definition": ""},
-                  first_crossing={"b_crit": None, "b_crit_ci": None, "steps": {},
-                                  "outside_interval": False})
+                  first_crossing={"b_crit": None, "b_crit_ci": None, "interval": None,
+                                  "steps": {}, "outside_interval": False})
     return target
 
 

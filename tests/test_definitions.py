@@ -90,11 +90,22 @@ def test_the_power_law_interval_widens_with_scatter_and_uses_t_with_few_targets(
     assert D.power_law(losses[:2], b_crits[:2], cis[:2]) is None
 
 
+def _target(metric: str, op: str, value: float, b_crit: float, identified: bool = True) -> dict:
+    return {"metric": metric, "op": op, "value": value, "b_crit": b_crit, "b_crit_ci": None,
+            "fit": {"identification": {"identified": identified}}}
+
+
 def test_power_laws_fit_each_loss_metric_with_three_targets():
-    targets = [{"metric": "eval_loss", "op": "<=", "value": v, "b_crit": 100 / v ** 2,
-                "b_crit_ci": None} for v in (1.0, 0.8, 0.6)]
-    targets.append({"metric": "eval_accuracy", "op": ">=", "value": 0.9, "b_crit": 50.0,
-                    "b_crit_ci": None})
+    targets = [_target("eval_loss", "<=", v, 100 / v ** 2) for v in (1.0, 0.8, 0.6)]
+    targets.append(_target("eval_accuracy", ">=", 0.9, 50.0))
     (fit,) = D.power_laws(targets)
     assert fit["metric"] == "eval_loss" and fit["exponent"] == pytest.approx(-2)
     assert fit["alpha_b"] == pytest.approx(0.5)
+    assert fit["interval"]["resamples"] == "targets"
+
+
+def test_power_laws_leave_out_a_b_crit_that_is_a_bound():
+    targets = [_target("eval_loss", "<=", v, 100 / v ** 2) for v in (1.0, 0.8, 0.6, 0.4)]
+    assert D.power_laws(targets)[0]["num_targets"] == 4
+    targets[-1] = _target("eval_loss", "<=", 0.4, 1e9, identified=False)
+    assert D.power_laws(targets)[0]["num_targets"] == 3

@@ -102,7 +102,7 @@ def test_whole_seeds_are_resampled_so_a_seed_shared_by_every_run_moves_nothing()
     Resampling runs one by one would scatter it."""
     recs = records_of(lambda b, lr, s: landscape(b, lr) * (1.0 + 0.02 * s), seeds=(0, 1, 2, 3))
     entry, draws = analyze_cell(recs, "eval_loss", 200, np.random.default_rng(1))
-    assert entry["interval"]["method"] == "seeds" and draws.shape == (3, 200)
+    assert entry["interval"]["resamples"] == "seeds" and draws.shape == (3, 200)
     opt = entry["optimum"]
     for key in ("batch_size", "learning_rate"):
         assert opt[f"{key}_ci"] == pytest.approx([opt[key], opt[key]], rel=1e-9)
@@ -134,7 +134,7 @@ def test_with_one_seed_the_noise_is_read_off_the_landscape():
     sigma = noise_sigma(budget_curves(recs, "eval_loss"))
     assert 0.007 < sigma < 0.013
     entry, _ = analyze_cell(recs, "eval_loss", 100, np.random.default_rng(0))
-    assert entry["interval"]["method"] == "noise"
+    assert entry["interval"]["resamples"] == "landscape noise"
     assert entry["interval"]["sigma_log"] == pytest.approx(sigma)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from scaling.analysis import lr_rules
-from scaling.analysis.optima import refine_lr, resampled_optima
+from scaling.analysis import intervals
+from scaling.analysis.optima import refine_lr, replicate_optima
 from scaling.analysis.table import LRCurve
 from scaling.config.learning_rates import surge_lr
 from scaling.report import lr_rules as report_rules
@@ -66,18 +67,22 @@ def test_a_seed_refines_to_its_own_optimum():
     assert point_of(64, grid)["refined_lr"] == pytest.approx(0.0123, rel=1e-9)
 
 
-def test_surge_fit_with_noise_holds_the_truth_in_its_interval():
+@pytest.mark.parametrize("method,replicates", [("percentile", 300), ("jackknife", 8)])
+def test_surge_fit_with_noise_holds_the_truth_in_its_interval(method, replicates):
     """8 seeds per batch size, each seed's optimum 15% off the rule (log-normal): the fit lands
-    near eta_max and B_peak, and the bootstrap over seeds holds both. Over 200 such sweeps
-    (seeds 0..199), eta_max's interval held the truth in 185 and B_peak's in 192."""
+    near eta_max and B_peak, and the interval over seeds holds both. Over 200 such sweeps
+    (seeds 0..199), the percentile interval of eta_max held the truth in 185 and B_peak's
+    in 192."""
     points, grids = noisy_sweep(8, 0.15, np.random.default_rng(3))
-    rules = lr_rules.lr_rules("eval_loss<=1.0", points, grids, 300, np.random.default_rng(0))
+    rules = lr_rules.lr_rules("eval_loss<=1.0", points, grids, 300, np.random.default_rng(0),
+                              method=method)
     fit = rules["surge_fit"]
     assert fit["eta_max"] == pytest.approx(ETA_MAX, rel=0.1)
     assert fit["b_peak"] == pytest.approx(B_PEAK, rel=0.5)
     assert fit["eta_max_ci"][0] <= ETA_MAX <= fit["eta_max_ci"][1]
     assert fit["b_peak_ci"][0] <= B_PEAK <= fit["b_peak_ci"][1]
-    assert fit["bootstrap"] == 300
+    assert fit["interval"] == intervals.info("seeds", method, replicates)
+    assert fit["identification"]["b_peak"]["identified"]
     assert fit["b_peak_ci"][1] / fit["b_peak_ci"][0] < 2, "an interval that says something"
     assert len(rules["rules"]["surge"]) == len(SIZES)
     assert all(e["ratio_to_optimum"] == pytest.approx(
@@ -85,14 +90,39 @@ def test_surge_fit_with_noise_holds_the_truth_in_its_interval():
         for e, o in zip(rules["rules"]["surge"], rules["optima"]))
 
 
-def test_one_seed_resamples_the_points_themselves():
+def test_one_seed_gives_no_interval_and_says_why():
+    """With one seed there is no spread between seeds: the fits carry no interval (never a
+    resampling of the batch sizes), and their record says why."""
     points, grids = noisy_sweep(1, 0.0, np.random.default_rng(0))
-    draws = resampled_optima(points, grids, 5, np.random.default_rng(1))
-    assert len(draws) == 5 and all(len(d) == len(SIZES) for d in draws)
-    exact = {b: pytest.approx(v, rel=1e-9)
-             for b, v in zip(SIZES, surge_lr(np.array(SIZES), ETA_MAX, B_PEAK))}
-    assert all(o["learning_rate"] == exact[o["batch_size"]] for d in draws for o in d)
-    assert any(len({o["batch_size"] for o in d}) < len(SIZES) for d in draws)
+    rules = lr_rules.lr_rules("eval_loss<=1.0", points, grids, 300, np.random.default_rng(1))
+    for fit in (rules["noise_scale_fit"], rules["surge_fit"]):
+        assert fit["interval"] == intervals.none(intervals.ONE_SEED)
+        assert all(fit[k] is None for k in fit if k.endswith("_ci"))
+
+
+def test_replicates_leave_the_same_seed_out_at_every_batch_size():
+    """Each seed's optimum sits 10% off the rule in its own direction: the leave-one-out
+    replicate without seed j moves every batch size's optimum the same way."""
+    points, grids = noisy_sweep(3, 0.0, np.random.default_rng(0))
+    shifts = np.array([1.1, 1.0, 1 / 1.1])
+    grids = {b: grid_for(np.full(3, o["learning_rate"]) * shifts) for b, o in
+             zip(SIZES, optima_of(surge_lr(np.array(SIZES), ETA_MAX, B_PEAK)))}
+    draws = intervals.seed_draws(3, "jackknife", 0, np.random.default_rng(0))
+    reps = replicate_optima(points, grids, draws)
+    ratios = [[o["learning_rate"] / t for o, t in zip(rep, surge_lr(np.array(SIZES), ETA_MAX,
+                                                                     B_PEAK))] for rep in reps]
+    assert np.ptp(np.array(ratios), axis=1) == pytest.approx(np.zeros(3), abs=1e-6)
+    assert ratios[0][0] < 1 < ratios[2][0]  # without the high seed the optimum reads lower
+
+
+def test_a_surge_peak_at_the_range_searched_is_a_bound():
+    points = [{"batch_size": b, "best_lr": v, "steps": 100.0, "refined_lr": None}
+              for b, v in zip(SIZES, 0.001 * np.sqrt(SIZES))]
+    grids = {b: grid_for(np.array([p["best_lr"]])) for b, p in zip(SIZES, points)}
+    fit = lr_rules.lr_rules("eval_loss<=1.0", points, grids)["surge_fit"]
+    status = fit["identification"]["b_peak"]
+    assert not status["identified"] and status["bound"] == "lower"
+    assert "B_peak = > " in lr_rules.lr_rules("eval_loss<=1.0", points, grids)["summary"]
 
 
 def test_a_falling_optimum_is_reported():
@@ -132,11 +162,12 @@ def test_the_report_judges_every_rule_at_every_target_and_says_the_optimum_falls
     assert len(rows) == 2 * len(lr_rules.RULES) * len(SIZES)
     assert {line.split(" | ")[1] for line in rows} == set(lr_rules.RULES)
     assert "steps at the rule's LR" in text and "relative cost (steps)" in text
-    assert "Surge rule fitted to the optima: eta_max 0.01 [0.01, 0.01], B_peak 256 [256, 256]" in text
+    assert ("Surge rule fitted to the optima: eta_max 0.01, B_peak 256; no interval (one seed: "
+            "no spread between seeds to resample)") in text
     conclusion = report_rules.lr_conclusion(analysis)
     falls = [s for s in conclusion if "falls with the batch size" in s]
     assert len(falls) == 2 and "eval_loss<=0.5" in falls[1]
-    assert ("B_peak 256 [256, 256], beside the measured B_simple 300, B_noise 180, B_simple in "
+    assert ("B_peak 256, beside the measured B_simple 300, B_noise 180, B_simple in "
             "Adam's metric 90.") in falls[0]
 
 

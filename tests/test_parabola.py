@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from scaling.analysis.analyze import refine_lr
+from scaling.analysis.optima import refine_lr
 from scaling.parabola import log_vertex
 
 

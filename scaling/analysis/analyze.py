@@ -3,15 +3,15 @@
 For each target: the steps each run needs under the sweep's rule for "reached"
 (scaling.config.targets, interpolated between evaluation points), each batch size's learning
 rate and its steps under the chosen selection (scaling.analysis.selection), the trade-off
-S(B) = S_min + E_min / B fitted in log space with a bootstrap interval on B_crit = E_min /
-S_min, the scaling regimes of Shallue et al. (2018) and the noise scale at the crossing; beside it, B_crit under the first crossing and the
+S(B) = S_min + E_min / B fitted in log space with an interval over seeds on B_crit = E_min /
+S_min and its identification (scaling.analysis.fit), the scaling regimes of Shallue et al.
+(2018) and the noise scale at the crossing; beside it, B_crit under the first crossing and the
 fewest mean steps, the definition most papers used. Then the learning-rate rules against the
 measured optima. Output: the analysis.json contract (version 2, docs/results-format.md).
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from pathlib import Path
 
@@ -19,160 +19,24 @@ import numpy as np
 import yaml
 
 from scaling import store
-from scaling.analysis import definitions, optimum
+from scaling.analysis import definitions, intervals, optimum
 from scaling.analysis.budget_folder import (budget_section, reading as budget_reading,
                                             summary_lines as budget_summary)
 from scaling.analysis.hyper_rules import budgets, hyper_rules
 from scaling.analysis.lr_rules import lr_rules
-from scaling.analysis.optima import refine_lr
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
-from scaling.analysis.selection import Choice, choose, resampled_steps
+from scaling.analysis.fit import fit_with_interval
+from scaling.analysis.points import best_point, median_positive, select
 from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lines,
                                     unreached_reason)
-from scaling.analysis.tradeoff import fit_tradeoff, fit_tradeoffs, percentile_interval, regimes
+from scaling.analysis.tradeoff import regimes
 from scaling.config import AnalysisConfig, ConfigError, parse_target
-from scaling.config.names import LR_SELECTIONS, REACH_RULES
+from scaling.config.names import INTERVAL_METHODS, LR_SELECTIONS, OPTIMIZER_TABLE, REACH_RULES
 from scaling.config.targets import FIRST, Reach
 from scaling.errors import need
-from scaling.formatting import number, text_table
+from scaling.formatting import estimate, number, text_table
 from scaling.store import finite
 from scaling.store.cost import cost
-
-
-def select(size_grids: list[LRCurve], how: str) -> tuple[Choice, LRCurve, int] | None:
-    """The selection over every cell of a batch size: (choice over the stacked cells, the grid
-    holding the best cell, that cell's LR index); None when no cell was reached by every seed."""
-    labels = [(g, i) for g, grid in enumerate(size_grids) for i in range(len(grid.lrs))]
-    choice = choose(_stacked(size_grids, "steps"), how)
-    if choice is None:
-        return None
-    g, i = labels[choice.best]
-    return choice, size_grids[g], i
-
-
-def _stacked(size_grids: list[LRCurve], name: str) -> np.ndarray:
-    """A field of every cell of a batch size, cells x seeds."""
-    return np.concatenate([grid.stack(name) for grid in size_grids])
-
-
-def best_point(size: int, size_grids: list[LRCurve], how: str = "min", bootstrap: int = 0,
-               rng: np.random.Generator | None = None, read_optimum: bool = True) -> dict | None:
-    """The analysis.json point for one batch size, None when no LR reached the target.
-
-    best_lr is the cell with the fewest mean steps; steps, examples and the noise scales are
-    read as the selection `how` says (scaling.analysis.selection); steps_min is that fewest mean and
-    steps_crossfit the cross-fitted steps (None with one seed), whatever `how` is, so the
-    winner's curse left in `min` can be read off. `optimum` (read_optimum): the steps at the
-    optimum between the rates tried (scaling.analysis.optimum), its interval from `bootstrap`
-    draws of whole seeds.
-    """
-    picked = select(size_grids, how)
-    if picked is None:
-        return None
-    choice, grid, best = picked
-    means, lrs = grid.means(), np.array(grid.lrs)
-    edge = "low" if best == 0 else "high" if best == len(lrs) - 1 else None
-    read = lambda name: _finite_or_none(choice.mean(_stacked(size_grids, name)))
-    steps = _stacked(size_grids, "steps")
-    crossfit = choose(steps, "crossfit") if steps.shape[1] > 1 else None
-    bounds = np.concatenate([g.bounds() for g in size_grids])
-    point = {"batch_size": size, "best_lr": float(lrs[best]),
-             "hyperparameters": grid.hyperparameters,
-             "refined_lr": refine_lr(lrs, means, best), "at_edge": edge,
-             "steps": read("steps"), "steps_min": choice.naive,
-             "steps_crossfit": crossfit and crossfit.mean(steps), "examples": read("examples"),
-             "num_lrs": len(lrs),
-             "num_reached": int(np.sum(np.isfinite(means))),
-             "num_diverged": int(sum(grid.diverged)), "num_censored": int(np.sum(np.isfinite(bounds))),
-             "censored_below_best": bool(np.any(bounds < choice.naive)),
-             "b_simple": read("b_simple"), "b_noise": read("b_noise"),
-             "b_simple_precond": read("b_simple_precond")}
-    if read_optimum:
-        per_draw = None
-        if bootstrap > 0 and rng is not None and steps.shape[1] > 1:
-            draws = rng.integers(0, steps.shape[1], (bootstrap, steps.shape[1]))
-            per_draw = draw_steps(size_grids, how, draws)
-        point["optimum"] = optimum.entry(grid, best, point["steps"], per_draw)
-    return point
-
-
-def draw_steps(size_grids: list[LRCurve], how: str, draws: np.ndarray) -> np.ndarray:
-    """A batch size's steps on each draw of whole seeds (rows of `draws`): the optimum of the
-    grid holding the best cell where that draw's best is bracketed, else the selection's."""
-    grid = select(size_grids, how)[1]
-    values, bracketed = optimum.resampled(grid.lrs, grid.stack("steps"), draws)
-    return np.where(bracketed, values, resampled_steps(_stacked(size_grids, "steps"), how, draws))
-
-
-def fit_steps(point: dict) -> float:
-    """The steps a point contributes to the S(B) fit: its optimum's where read, else its own."""
-    return point["optimum"]["steps"] if point.get("optimum") else point["steps"]
-
-
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
-# ---------------------------------------------------------------- trade-off fit with interval
-
-
-def _fitted(sizes: np.ndarray, steps: np.ndarray) -> list[tuple[float, float]]:
-    """The S(B) fits of every draw (rows) at once, the draws that cannot be fitted left out."""
-    fits = fit_tradeoffs(sizes, steps)
-    return [(float(s), float(e)) for s, e in fits if not np.isnan(s)]
-
-
-def bootstrap_fits(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
-                   rng: np.random.Generator, how: str = "min") -> list[tuple[float, float]]:
-    """Refits of S(B) on resampled data: whole seeds of each batch size (every cell keeps the
-    same draw, as the seeds share data order across learning rates) with the selection and
-    any optimum redone on each draw, when there are 2 or more seeds; else the (B, steps)
-    points themselves (needs 3 or more points)."""
-    if num <= 0:
-        return []
-    sizes = np.array([p["batch_size"] for p in points], float)
-    stacks = {p["batch_size"]: _stacked(grids_by_size[p["batch_size"]], "steps") for p in points}
-    if max(s.shape[1] for s in stacks.values()) < 2:
-        if len(points) < 3:
-            return []
-        steps = np.array([fit_steps(p) for p in points])
-        draws = np.array([rng.integers(0, len(points), len(points)) for _ in range(num)])
-        return _fitted(sizes[draws], steps[draws])
-    best = np.empty((len(points), num))
-    for row, p in enumerate(points):
-        steps, grids = stacks[p["batch_size"]], grids_by_size[p["batch_size"]]
-        draws = rng.integers(0, steps.shape[1], (num, steps.shape[1]))
-        best[row] = draw_steps(grids, how, draws) if p.get("optimum") \
-            else resampled_steps(steps, how, draws)
-    return _fitted(sizes[None, :], best.T)
-
-
-def fit_with_interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict], num: int,
-                      rng: np.random.Generator, how: str = "min") -> dict | None:
-    """The analysis.json "fit" object, None with fewer than 2 batch sizes reaching the target."""
-    if len(points) < 2:
-        return None
-    sizes = np.array([p["batch_size"] for p in points], float)
-    steps = np.array([fit_steps(p) for p in points])
-    s_min, e_min = fit_tradeoff(sizes, steps)
-    residual = np.log(s_min + e_min / sizes) - np.log(steps)
-    samples = bootstrap_fits(grids_by_size, points, num, rng, how)
-    return {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min,
-            "s_min_ci": percentile_interval([s for s, _ in samples]),
-            "e_min_ci": percentile_interval([e for _, e in samples]),
-            "b_crit_ci": percentile_interval([e / s for s, e in samples]),
-            "num_points": len(points), "rms_log_residual": float(np.sqrt(np.mean(residual**2))),
-            "bootstrap": len(samples)}
-
-
-# ---------------------------------------------------------------- regimes and noise scale
-
-
-def median_positive(values: list[float | None]) -> float | None:
-    """Median of the positive values, None when there are none: one batch size's estimate can be
-    far off (a few noisy measurements near its crossing) without moving the summary."""
-    kept = [v for v in values if v is not None and v > 0]
-    return float(np.median(kept)) if kept else None
 
 
 # ---------------------------------------------------------------- whole sweep
@@ -224,27 +88,33 @@ def _throughput(records: list[dict]) -> list[dict]:
 
 
 def _curve(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator, how: str,
-           key: str) -> tuple[list[dict], dict[int, list[LRCurve]], list[dict], dict | None]:
+           key: str, method: str
+           ) -> tuple[list[dict], dict[int, list[LRCurve]], list[dict], dict | None]:
     """(points, grids, timed points, fit) of one target with steps read from `key`; the
     optimum between the rates tried is read for the sweep's own rule only (the first crossing
     is read as most papers did, at the best rate tried)."""
     by_size = lr_curves(table, name, key)
     own = key == "steps_to_target"
     points = [p for size, g in by_size.items()
-              if (p := best_point(size, g, how, bootstrap, rng, own)) is not None]
+              if (p := best_point(size, g, how, bootstrap, rng, own, method)) is not None]
     timed = [p for p in points if p["steps"] > 0]  # a target met at step 0 says nothing on S(B)
-    return points, by_size, timed, fit_with_interval(by_size, timed, bootstrap, rng, how)
+    return points, by_size, timed, fit_with_interval(by_size, timed, bootstrap, rng, how, method)
 
 
 def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.Generator,
-                   how: str = "min", examples: dict[int, int] | None = None) -> dict:
+                   how: str = "min", examples: dict[int, int] | None = None,
+                   method: str = intervals.DEFAULT_METHOD, surge: bool = False) -> dict:
     """One entry of analysis.json "targets", with the learning-rate rules read on each batch
     size's grid holding its best cell, and a searched beta2 or weight decay against its rule
-    (`examples`: each batch size's budget in examples, which the timescale rule reads)."""
+    (`examples`: each batch size's budget in examples, which the timescale rule reads);
+    intervals over seeds by `method` (scaling.analysis.intervals); the surge rule fitted where
+    `surge` (adaptive optimizers)."""
     metric, op, value = parse_target(name)
-    points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target")
+    points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target",
+                                         method)
     unreached = [s for s, g in by_size.items() if select(g, how) is None]
-    first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing")
+    first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing",
+                                           method)
     scales = {key: median_positive([p[key] for p in points])
               for key in ("b_simple", "b_noise", "b_simple_precond")}
     b_simple = scales["b_simple"]
@@ -255,15 +125,17 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
              "unreached_reasons": {str(s): unreached_reason(table, name, s) for s in unreached},
              "fit": fit, "s_min": fit and fit["s_min"], "e_min": fit and fit["e_min"],
              "b_crit": fit and fit["b_crit"], "b_crit_ci": ci,
+             "interval": fit and fit["interval"],
              "regimes": regimes([p["batch_size"] for p in timed], [p["steps"] for p in timed]),
              **scales, "b_simple_over_b_crit": b_simple / fit["b_crit"] if fit and b_simple else None,
              **{d.key: d.compute(timed, fit) for d in definitions.DEFINITIONS},
              "first_crossing": {
                  "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
+                 "interval": first_fit and first_fit["interval"],
                  "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
                  "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])}}
     chosen = {size: picked[1] for size, g in by_size.items() if (picked := select(g, how))}
-    entry["lr_rules"] = lr_rules(name, points, chosen, bootstrap, rng, scales)
+    entry["lr_rules"] = lr_rules(name, points, chosen, bootstrap, rng, scales, method, surge)
     entry["hyper_rules"] = hyper_rules(name, by_size, examples or {})
     return entry
 
@@ -289,16 +161,32 @@ def clipped_reading(cfg: dict) -> bool:
     return ext is False or ext is None or ext <= 1 or not stops
 
 
-def _reading(cfg: dict, reach: Reach | None, how: str | None) -> tuple[Reach, str]:
-    """The rule and selection to analyse with: as given, else the sweep's own (`cfg`, its
-    sweep.yaml)."""
+def _reading(cfg: dict, reach: Reach | None, how: str | None,
+             method: str | None) -> tuple[Reach, str, str]:
+    """The rule, selection and interval method to analyse with: as given, else the sweep's own
+    (`cfg`, its sweep.yaml), else the defaults."""
     if reach is None:
         reach = _reach_of(cfg)
-    how = how or (cfg.get("analysis") or {}).get("lr_selection") or AnalysisConfig.lr_selection
+    section = cfg.get("analysis") or {}
+    how = how or section.get("lr_selection") or AnalysisConfig.lr_selection
+    method = method or section.get("interval") or AnalysisConfig.interval
     need(reach.rule in REACH_RULES, "reached.rule", reach.rule, f"one of {', '.join(REACH_RULES)}")
     need(reach.window > 1, "reached.window", reach.window, "a number > 1")
     need(how in LR_SELECTIONS, "lr_selection", how, f"one of {', '.join(LR_SELECTIONS)}")
-    return reach, how
+    need(method in INTERVAL_METHODS, "interval", method,
+         f"one of {', '.join(INTERVAL_METHODS)}")
+    return reach, how, method
+
+
+def surge_rule(cfg: dict, records: list[dict]) -> bool:
+    """Whether the surge rule is fitted: as analysis.surge_rule says, else for adaptive
+    optimizers only (the fall of the optimum at large batches is Adam's)."""
+    asked = (cfg.get("analysis") or {}).get("surge_rule")
+    if asked is not None:
+        return bool(asked)
+    name = (cfg.get("optimizer") or {}).get("name") or records[0]["summary"].get("optimizer")
+    family = OPTIMIZER_TABLE.get(name)
+    return bool(family and family.adaptive)
 
 
 def _records(out: Path, records: list[dict] | None) -> tuple[list[dict], list[dict]]:
@@ -318,23 +206,25 @@ def _records(out: Path, records: list[dict] | None) -> tuple[list[dict], list[di
 def analyze(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
             seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
             view: str | None = None, metric: str | None = None,
-            records: list[dict] | None = None) -> dict:
+            records: list[dict] | None = None, interval: str | None = None) -> dict:
     """Read the finished runs in `out` and return the analysis.json dict (version 2).
 
-    `reach`, `lr_selection`, `view` and `metric` default to the sweep's (sweep.yaml). The
+    `reach`, `lr_selection`, `view`, `metric` and `interval` (the method of the intervals over
+    seeds) default to the sweep's (sweep.yaml). The
     learning-rate rules are judged at every target some batch size reached (each target's
     `lr_rules`, and `hyper_rules` where b2 or weight_decay was searched); the top-level ones
     are the first such target's. fixed_budget or both adds `fixed_budget` (budget_folder).
     `records`: the folder's runs where the caller has read them (store.load) for its figures.
     """
     return analyze_with_draws(out, targets, bootstrap, seed, reach, lr_selection, view, metric,
-                              records)[0]
+                              records, interval)[0]
 
 
 def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootstrap: int = 1000,
                        seed: int = 0, reach: Reach | None = None, lr_selection: str | None = None,
                        view: str | None = None, metric: str | None = None,
-                       records: list[dict] | None = None) -> tuple[dict, np.ndarray | None]:
+                       records: list[dict] | None = None, interval: str | None = None
+                       ) -> tuple[dict, np.ndarray | None]:
     """`analyze`, and with the fixed-budget view the folder's bootstrap draws of (B_opt, eta*,
     the metric there), which a parent folder's laws read (scaling.analysis.cells) rather than
     measure the cell a second time."""
@@ -342,7 +232,7 @@ def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootst
     need(bootstrap >= 0, "bootstrap", bootstrap, "a non-negative integer")
     records, scheduled = _records(out, records)
     cfg, arithmetic = _sweep_yaml(out), store.read_arithmetic(out) or []
-    reach, how = _reading(cfg, reach, lr_selection)
+    reach, how, method = _reading(cfg, reach, lr_selection, interval)
     view, metric = budget_reading(cfg, view, metric)
     targets = list(targets or cfg.get("targets") or records[0]["config"].get("targets") or [])
     need(bool(targets) or view != "steps", "targets", f"none in {out}",
@@ -350,8 +240,9 @@ def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootst
     _check_metrics(records + scheduled, targets, reach)
     table = run_table(records, targets, reach, clip=clipped_reading(cfg))
     examples = budgets(arithmetic, records)
-    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how, examples)
-               for i, t in enumerate(targets)]
+    surge = surge_rule(cfg, records)
+    results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how, examples,
+                              method, surge) for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
                                   results, how, bootstrap, seed)
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
@@ -360,7 +251,7 @@ def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootst
     result = {"version": 2, "sweep": _sweep_section(out, cfg, records, table),
               "reached": {"rule": reach.rule, "window": reach.window,
                           "definition": reach.describe()},
-              "lr_selection": how, "primary_target": targets[0] if targets else None,
+              "lr_selection": how, "interval_method": method, "primary_target": targets[0] if targets else None,
               "runs": runs, "targets": results,
               **{k: next((e[k] for e in results if e[k]), None) for k in ("lr_rules", "hyper_rules")},
               "throughput": _throughput(records),
@@ -385,10 +276,11 @@ def summary_table(analysis: dict) -> str:
                            rows)
         lines += [f"target {t['name']}"] + ["  " + line for line in table.splitlines()]
         lines += [f"  {line}" for line in unreached_lines(t)]
-        ci = t["b_crit_ci"]
-        ci_text = f" [{number(ci[0], 4)}, {number(ci[1], 4)}]" if ci else ""
+        fit = t["fit"] or {}
+        b_crit = estimate(t["b_crit"], t["b_crit_ci"], fit.get("identification"), 4)
+        spread = intervals.describe(fit.get("interval")) if fit else "not fitted"
         lines.append(f"  S_min {number(t['s_min'], 4)} steps, E_min {number(t['e_min'], 4)} examples, "
-                     f"B_crit {number(t['b_crit'], 4)}{ci_text}, B_simple {number(t['b_simple'], 4)}; "
+                     f"B_crit {b_crit} ({spread}), B_simple {number(t['b_simple'], 4)}; "
                      f"first crossing: B_crit {number(t['first_crossing']['b_crit'], 4)}")
     for rules in ("lr_rules", "hyper_rules"):
         if analysis.get(rules):

@@ -28,7 +28,8 @@ import numpy as np
 import yaml
 
 from scaling import store
-from scaling.analysis.analyze import median_positive
+from scaling.analysis import intervals
+from scaling.analysis.points import median_positive
 from scaling.analysis.curves import b_noise_at, b_simple_at
 from scaling.config import ConfigError
 from scaling.store import finite
@@ -141,7 +142,11 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
             "base_loss_sem": _num(float(np.std(base_values, ddof=1) / math.sqrt(n))) if n > 1 else None,
             "branches": [r for r in rows if r["factor"] != 1], "reference": rows[0], "local_b_crit": local, "at_edge": at_edge,
             "local_b_crit_ci": ([float(v) for v in np.percentile(draws, [2.5, 97.5])]
-                                if draws else None),
+                                if draws and not at_edge else None),
+            "interval": (intervals.info("seeds", "percentile", len(draws)) if draws and not at_edge
+                         else intervals.none("a lower bound: every factor tried keeps up"
+                                             if at_edge else intervals.ONE_SEED if n < 2
+                                             else intervals.NO_REPLICATES)),
             "local_b_crit_by_tolerance": by_tolerance,
             "b_simple": noise["b_simple"], "b_noise": noise["b_noise"],
             "local_over_b_simple": (local / noise["b_simple"]

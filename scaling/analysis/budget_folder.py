@@ -61,14 +61,21 @@ def _b_crit(targets: list[dict]) -> dict | None:
     first = targets[0] if targets else None
     if not first or first.get("b_crit") is None:
         return None
-    return {"target": first["name"], "value": first["b_crit"], "ci": first.get("b_crit_ci")}
+    return {"target": first["name"], "value": first["b_crit"], "ci": first.get("b_crit_ci"),
+            "identified": _identified(first)}
+
+
+def _identified(target: dict) -> bool:
+    """Whether a target's B_crit is pinned by its batch sizes (scaling.analysis.intervals)."""
+    return bool(target.get("fit") and target["fit"]["identification"]["identified"])
 
 
 def _b_crit_targets(targets: list[dict]) -> list[dict]:
     """Every target's B_crit beside E_min, the fewest examples that reach it (the data D the
     target needs: scaling.analysis.laws fits B_crit against it)."""
     return [{"target": t["name"], "e_min": t["e_min"], "value": t["b_crit"],
-             "ci": t.get("b_crit_ci")} for t in targets if t.get("b_crit") is not None]
+             "ci": t.get("b_crit_ci"), "identified": _identified(t)}
+            for t in targets if t.get("b_crit") is not None]
 
 
 def measure(cfg: dict, records: list[dict], metric: str, bootstrap: int, seed: int,

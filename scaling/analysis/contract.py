@@ -16,11 +16,14 @@ from typing import Any, TypedDict
 
 from scaling import store
 from scaling.analysis.definitions import DEFINITIONS
+from scaling.analysis.sections import (Cost, FixedBudget, HyperRules, Identification, InUse,
+                                      Interval, IntervalInfo, Law, LROptimum, LRRules,
+                                      NoiseScaleFit, NoiseScales, OptimumFalls, PowerLaw,
+                                      RuleEntry, ScalarPoint, ScalarRule, SurgeFit, Throughput)
 from scaling.errors import ConfigError
 
 VERSION = 2
 FILE = "analysis.json"
-Interval = list[float]  # a 95% interval [low, high]
 
 
 class Sweep(TypedDict):
@@ -60,6 +63,7 @@ class Optimum(TypedDict):
     learning_rate: float
     steps: float
     steps_ci: Interval | None
+    interval: IntervalInfo
     curvature: float | None
     bracketed: bool
     why: str | None
@@ -86,6 +90,14 @@ class Point(TypedDict):
     b_simple_precond: float | None
 
 
+class Band(TypedDict):
+    """The fitted S(B)'s interval at batch sizes across those fitted, for figures."""
+
+    batch_sizes: list[float]
+    low: list[float]
+    high: list[float]
+
+
 class Fit(TypedDict):
     s_min: float
     e_min: float
@@ -93,9 +105,11 @@ class Fit(TypedDict):
     s_min_ci: Interval | None
     e_min_ci: Interval | None
     b_crit_ci: Interval | None
+    band: Band | None
+    interval: IntervalInfo
+    identification: Identification
     num_points: int
     rms_log_residual: float
-    bootstrap: int
 
 
 class Regimes(TypedDict):
@@ -107,102 +121,9 @@ class Regimes(TypedDict):
 class FirstCrossing(TypedDict):
     b_crit: float | None
     b_crit_ci: Interval | None
+    interval: IntervalInfo | None
     steps: dict[str, float]
     outside_interval: bool
-
-
-class RuleEntry(TypedDict):
-    batch_size: int
-    learning_rate: float
-    ratio_to_optimum: float
-    steps: float | None
-    steps_censored: float | None
-    relative_cost: float | None
-    relative_cost_censored: float | None
-    note: str | None
-
-
-class LROptimum(TypedDict):
-    batch_size: int
-    learning_rate: float
-
-
-class NoiseScaleFit(TypedDict):
-    eps_max: float
-    b_noise: float
-    eps_max_ci: Interval | None
-    b_noise_ci: Interval | None
-    bootstrap: int
-
-
-class SurgeFit(TypedDict):
-    eta_max: float
-    b_peak: float
-    rms_log_residual: float
-    eta_max_ci: Interval | None
-    b_peak_ci: Interval | None
-    bootstrap: int
-
-
-class OptimumFalls(TypedDict):
-    peak_batch_size: int
-    peak_learning_rate: float
-    largest_batch_size: int
-    learning_rate: float
-    ratio: float
-
-
-class NoiseScales(TypedDict):
-    b_simple: float | None
-    b_noise: float | None
-    b_simple_precond: float | None
-
-
-class LRRules(TypedDict):
-    target: str
-    reference: LROptimum
-    optima: list[LROptimum]
-    noise_scale_fit: NoiseScaleFit | None
-    surge_fit: SurgeFit | None
-    optimum_falls: OptimumFalls | None
-    noise_scales: NoiseScales
-    rules: dict[str, list[RuleEntry]]
-    linear_breaks_at: int | None
-    summary: str
-
-
-class ScalarPoint(TypedDict):
-    """One batch size of a searched beta2 or weight decay: the fewest mean steps at each value."""
-
-    batch_size: int
-    values: list[float]
-    steps: list[float | None]
-    best: float
-    best_lr: float
-    steps_at_best: float
-    at_edge: str | None
-    measure: float | None
-    rule_value: float | None
-    rule_steps: float | None
-    relative_cost: float | None
-
-
-class ScalarRule(TypedDict):
-    scalar: str
-    rule: str
-    measure: str
-    reference: dict[str, float]
-    points: list[ScalarPoint]
-    exponent: float | None
-    summary: str
-
-
-class HyperRules(TypedDict):
-    """A searched beta2 or weight decay against its rule (scaling.analysis.hyper_rules)."""
-
-    target: str
-    scalars: dict[str, ScalarRule]
-    summary: str
 
 
 class Target(TypedDict):
@@ -221,6 +142,7 @@ class Target(TypedDict):
     e_min: float | None
     b_crit: float | None
     b_crit_ci: Interval | None
+    interval: IntervalInfo | None
     regimes: Regimes
     b_simple: float | None
     b_noise: float | None
@@ -229,75 +151,6 @@ class Target(TypedDict):
     first_crossing: FirstCrossing
     lr_rules: LRRules | None
     hyper_rules: HyperRules | None
-
-
-class Throughput(TypedDict):
-    batch_size: int
-    runs: int
-    examples_per_s: float | None
-    run_steps_per_s: float | None
-    model_flops_per_step: float | None
-    model_flops_per_s: float | None
-    mfu: float | None
-    peak_source: str | None
-
-
-class PowerLaw(TypedDict):
-    metric: str
-    b_star: float
-    exponent: float
-    exponent_ci: Interval
-    alpha_b: float | None
-    alpha_b_ci: Interval | None
-    num_targets: int
-    weighted: bool
-    definition: str
-
-
-class Cost(TypedDict):
-    """What the sweep trained (scaling.analysis.cost)."""
-
-    examples_trained: int
-    extension_examples: int
-    dominated_runs: int
-    examples_saved_at_most: int
-    share_saved_at_most: float
-
-
-class Law(TypedDict):
-    """A power law across cells, y = coefficient x params^a x tokens^b."""
-
-    quantity: str
-    formula: str
-    coefficient: float | None
-    coefficient_ci: Interval | None
-    exponents: dict[str, float | None]
-    exponents_ci: dict[str, Interval | None]
-    left_out: dict[str, str]
-    num_cells: int
-    bootstrap: int
-    rms_log_residual: float | None
-    alone: dict[str, Any]
-    argmin: dict[str, Any] | None
-
-
-class FixedBudget(TypedDict):
-    """The fixed-budget view (analysis.view fixed_budget or both): per cell the final metric
-    over batch size x learning rate and its optima, and the laws across cells."""
-
-    metric: str
-    lower_is_better: bool
-    batch_unit: str
-    budget_unit: str
-    cells: list[dict[str, Any]]
-    laws: dict[str, Law | None]
-
-
-class InUse(TypedDict):
-    """A group a live process held when a --partial analysis read the folder."""
-
-    group: str
-    holder: str
 
 
 class Analysis(TypedDict):
@@ -309,6 +162,7 @@ class Analysis(TypedDict):
     sweep: Sweep
     reached: Reached
     lr_selection: str
+    interval_method: str
     primary_target: str
     runs: list[Run]
     targets: list[Target]
@@ -321,7 +175,8 @@ class Analysis(TypedDict):
 
 
 SECTIONS: dict[str, type] = {t.__name__: t for t in (
-    Analysis, Sweep, Reached, Run, Target, Point, Optimum, Fit, Regimes, FirstCrossing, LRRules,
+    Analysis, Sweep, Reached, Run, Target, Point, Optimum, IntervalInfo, Identification, Band,
+    Fit, Regimes, FirstCrossing, LRRules,
     LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, HyperRules,
     ScalarRule, ScalarPoint, Throughput, PowerLaw, Cost, FixedBudget, Law, InUse)}
 OPTIONAL: dict[type, dict[str, Any]] = {Analysis: {"fixed_budget": FixedBudget,

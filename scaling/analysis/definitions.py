@@ -27,11 +27,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from scaling.analysis.intervals import info, t975
 from scaling.store.rows import positive
 
 OVERHEAD = 0.2
-# Two-sided 97.5% quantiles of Student's t for 1..10 degrees of freedom; 1.96 beyond.
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 OVERHEAD_DEFINITION = (
     "the batch size at which steps to target exceed ideal linear scaling from the smallest batch "
     "size B_0 (S(B_0) B_0 / B) by {h:.0%}: measured, interpolated in log B between measured "
@@ -125,22 +124,30 @@ def power_law(values: list[float], b_crits: list[float],
     dof = len(keep) - 2
     resid = y - (log_b_star + k * x)
     se = math.sqrt(float(np.sum(w * resid ** 2)) / dof / sxx) if dof > 0 else float("inf")
-    t = T975[dof - 1] if dof <= len(T975) else 1.96
+    t = t975(dof)
     k_ci = [k - t * se, k + t * se]
     alpha_ci = None
     if k_ci[1] < 0:  # B_crit grows as the loss falls throughout the interval
         alpha_ci = sorted([-1.0 / k_ci[0], -1.0 / k_ci[1]])
     return {"b_star": math.exp(log_b_star), "exponent": k, "exponent_ci": k_ci,
             "alpha_b": -1.0 / k if k < 0 else None, "alpha_b_ci": alpha_ci,
+            "interval": info("targets", "Student's t on the fit's residuals", len(keep)),
             "num_targets": len(keep), "weighted": None not in sigmas,
             "definition": POWER_LAW_DEFINITION}
 
 
+def _identified(target: dict) -> bool:
+    """Whether a target's B_crit is pinned by the batch sizes fitted (not a bound)."""
+    return bool(target.get("fit") and target["fit"]["identification"]["identified"])
+
+
 def power_laws(targets: list[dict]) -> list[dict]:
-    """One power-law fit per metric with three or more loss targets (metric <= value)."""
+    """One power-law fit per metric with three or more loss targets (metric <= value) whose
+    B_crit is identified (a bound is not a value to fit)."""
     out = []
     for metric in dict.fromkeys(t["metric"] for t in targets if t.get("op") == "<="):
-        mine = [t for t in targets if t["metric"] == metric and t.get("op") == "<="]
+        mine = [t for t in targets
+                if t["metric"] == metric and t.get("op") == "<=" and _identified(t)]
         fit = power_law([t["value"] for t in mine], [t.get("b_crit") for t in mine],
                         [t.get("b_crit_ci") for t in mine])
         if fit is not None:

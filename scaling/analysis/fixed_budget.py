@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scaling.analysis import intervals
 from scaling.parabola import log_vertex
 from scaling.analysis.selection import cell_means, cell_means_many
 from scaling.analysis.table import varying_hyperparameters
@@ -38,7 +39,7 @@ INTERVAL_DEFINITIONS = {
     "seeds": "2.5 and 97.5 percentiles over bootstrap draws of whole seeds",
     "noise": "2.5 and 97.5 percentiles over draws that add log-normal noise to every point, "
              "its spread the rms residual of log metric about a quadratic in log lr through "
-             "each batch size's best five points (one seed per point)",
+             "each batch size's best five points (one seed per point; coverage not measured)",
 }
 
 
@@ -196,22 +197,23 @@ def noise_sigma(curves: list[BudgetCurve]) -> float | None:
 def draw_means(curves: list[BudgetCurve], num: int, rng: np.random.Generator
                ) -> tuple[list[np.ndarray] | None, dict]:
     """Each batch size's mean per learning rate in `num` bootstrap draws (None when none can be
-    drawn), and how they were drawn."""
+    drawn), and the `interval` record of how they were drawn (scaling.analysis.intervals):
+    whole seeds, or with one seed the landscape's own noise (its coverage is not measured)."""
     seeds = curves[0].values.shape[1] if curves else 0
     if num <= 0 or not curves:
-        return None, {"method": None, "draws": 0}
+        return None, intervals.none("not asked for (bootstrap 0)")
     if seeds >= 2:
         draws = rng.integers(0, seeds, (num, seeds))
         means = [cell_means_many(c.values, draws).T for c in curves]
-        return means, {"method": "seeds", "draws": num, "definition": INTERVAL_DEFINITIONS["seeds"]}
+        return means, {**intervals.info("seeds", "percentile", num),
+                       "definition": INTERVAL_DEFINITIONS["seeds"]}
     sigma = noise_sigma(curves)
     if sigma is None:
-        return None, {"method": None, "draws": 0}
+        return None, intervals.none("one seed, and too few points to read the landscape's noise")
     means = []
     for c in curves:
         v = c.values[:, 0]
         noise = np.exp(sigma * rng.standard_normal((num, len(v))))
         means.append(np.where(v > 0, v * noise, v))
-    return means, {"method": "noise", "draws": num, "sigma_log": sigma,
+    return means, {**intervals.info("landscape noise", "percentile", num), "sigma_log": sigma,
                    "definition": INTERVAL_DEFINITIONS["noise"]}
-

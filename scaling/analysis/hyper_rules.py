@@ -141,7 +141,8 @@ def scalar_rule(scalar: str, by_size: dict[int, list[LRCurve]], examples: dict[i
     entry = {"scalar": scalar, "rule": rule, "measure": measure,
              "reference": {"batch_size": ref["batch_size"], "value": ref["best"],
                            "measure": ref["measure"]},
-             "points": points, "exponent": _exponent(points)}
+             "points": points, "exponent": _exponent(points),
+             "exponent_identified": not any(p["at_edge"] for p in points)}
     return {**entry, "summary": _summary(entry)}
 
 
@@ -158,6 +159,9 @@ def _summary(entry: dict) -> str:
         fixed = "; 1 with b2 fixed" if scalar == "b2" else ""
         text += (f"; {what} scales as B^{entry['exponent']:.2f} (0 under the "
                  f"{entry['rule']} rule{fixed})")
+        if not entry["exponent_identified"]:
+            text += (": not identified, a bound, since the best value sits at the edge of those "
+                     "tried")
     ruled = points[1:]  # the reference batch size follows the rule by construction
     costs = [p for p in ruled if p["relative_cost"] is not None]
     if costs:

@@ -19,6 +19,9 @@ where targets were given, B_crit, each as y = coefficient x params^a x tokens^b.
   `b_crit_data` resamples the points, though one N's targets share its runs: its interval is
   the narrower for it. Either leaves out a B_crit whose value or interval lies beyond
   EXTRAPOLATION x the largest batch size its cell tried (`left_out.points` counts them).
+- A cell whose B_crit is not identified (beyond its batch sizes: a bound) is left out of the
+  B_crit laws; a law of eta* or B_opt where some cells' optimum sits at the edge of the values
+  the cell tried is flagged (`identification`): its exponent is then a bound, not a finding.
 - Beside each law: the law in each variable alone (`alone`; Step Law and Power Lines fit the
   batch size against D only) and the same fits of the measured arg-min of each cell
   (`argmin`), which show what reading the optimum between grid points changes.
@@ -30,6 +33,7 @@ import math
 
 import numpy as np
 
+from scaling.analysis import intervals
 from scaling.analysis.fixed_budget import interval95
 from scaling.store.rows import positive
 
@@ -82,8 +86,29 @@ def _empty(quantity: str, left_out: dict[str, str], num_cells: int) -> dict:
             "coefficient": None, "coefficient_ci": None,
             "exponents": {k: None for k in VARIABLES}, "exponents_ci": {k: None for k in VARIABLES},
             "left_out": left_out, "num_cells": num_cells, "bootstrap": 0,
+            "interval": intervals.none("no law"), "identification": _status(None),
             "rms_log_residual": None, "alone": {k: None for k in VARIABLES},
             "argmin": None}
+
+
+def _status(why: str | None) -> dict:
+    """A law's identification: pinned, unless `why` says its cells' optima are bounds."""
+    return {"identified": why is None, "bound": None, "at": None, "why": why, "range": [],
+            "ci_open": [False, False], "ci_zero_width": False}
+
+
+def _at_edge(cell: dict, quantity: str) -> bool:
+    """Whether a cell's optimum of `quantity` sits at the edge of the values the cell tried:
+    B_opt at its smallest or largest batch size, eta* at the edge of the rates tried at the
+    batch size nearest B_opt."""
+    optimum = cell.get("optimum") or {}
+    if quantity == "batch_size":
+        return optimum.get("at_edge") is not None
+    if quantity != "learning_rate" or not cell.get("per_batch") or not optimum.get("batch_size"):
+        return False
+    nearest = min(cell["per_batch"],
+                  key=lambda p: abs(math.log(p["batch_size"] / optimum["batch_size"])))
+    return nearest.get("at_edge") is not None
 
 
 def _with_draws(x: np.ndarray, values: np.ndarray, draws: np.ndarray,
@@ -131,9 +156,15 @@ def fit_law(quantity: str, cells: list[dict], values: np.ndarray, draws: np.ndar
         out["left_out"] = left_out or {k: "too few cells for the fit" for k in VARIABLES}
         return out
     residual = np.log(values) - x @ coef
+    edges = sum(_at_edge(c, quantity) for c in cells)
+    spread = ("cells and seeds" if np.any(np.ptp(draws, axis=1) > 0) else "cells")
     out.update(coefficient=math.exp(coef[0]),
                coefficient_ci=interval95(np.exp(boot[:, 0])) if len(boot) else None,
-               bootstrap=len(boot), rms_log_residual=float(np.sqrt(np.mean(residual ** 2))))
+               bootstrap=len(boot), rms_log_residual=float(np.sqrt(np.mean(residual ** 2))),
+               interval=intervals.info(spread, "percentile", len(boot)) if len(boot)
+               else intervals.none(intervals.NO_REPLICATES),
+               identification=_status(f"{edges} of {len(cells)} cells' optima at the edge of the "
+                                      "values tried: the exponents are bounds" if edges else None))
     for i, name in enumerate(kept, start=1):
         out["exponents"][name] = float(coef[i])
         out["exponents_ci"][name] = interval95(boot[:, i]) if len(boot) else None
@@ -169,8 +200,8 @@ def extrapolated(b_crit: dict, largest: float | None) -> bool:
 def _b_crit_law(cells: list[dict], num: int, rng: np.random.Generator,
                 quantity: str = "b_crit") -> dict | None:
     found = [c for c in cells if positive((c.get("b_crit") or {}).get("value"))]
-    timed = [c for c in found if not extrapolated(c["b_crit"], c.get("largest_batch",
-                                                                      largest_batch(c)))]
+    timed = [c for c in found if c["b_crit"].get("identified", True) and not extrapolated(
+        c["b_crit"], c.get("largest_batch", largest_batch(c)))]
     if len(timed) < 2:
         return None
     values = np.array([c["b_crit"]["value"] for c in timed])
@@ -179,8 +210,9 @@ def _b_crit_law(cells: list[dict], num: int, rng: np.random.Generator,
     law = fit_law(quantity, timed, values, draws, rng)
     if len(timed) < len(found):
         law["left_out"]["points"] = (
-            f"{len(found) - len(timed)} of {len(found)}: B_crit or its interval beyond "
-            f"{EXTRAPOLATION:g}x the largest batch size tried (extrapolated)")
+            f"{len(found) - len(timed)} of {len(found)}: B_crit not identified (beyond the "
+            f"batch sizes fitted), or its interval beyond {EXTRAPOLATION:g}x the largest batch "
+            "size tried (extrapolated)")
     return law
 
 
@@ -200,7 +232,8 @@ def target_points(cells: list[dict]) -> list[dict]:
                     "name": f"{c.get('name')} {t['target']}", "cell": c.get("name"),
                     "target": t["target"], "params": c.get("params"), "examples": t["e_min"],
                     "tokens": per and t["e_min"] * per, "largest_batch": largest_batch(c),
-                    "b_crit": {"value": t["value"], "ci": t.get("ci")}}
+                    "b_crit": {"value": t["value"], "ci": t.get("ci"),
+                               "identified": t.get("identified", True)}}
     return list(points.values())
 
 

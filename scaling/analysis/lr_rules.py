@@ -3,8 +3,11 @@ and surge.
 
 Each rule's prediction at a batch size is read off that batch size's measured steps-vs-LR curve,
 so its cost is in steps to target relative to the best learning rate (docs/arithmetic.md). The
-noise-scale rule (McCandlish et al. 2018) and the surge rule (Li et al. 2024) are fitted to the
-optima, with bootstrap intervals from refits on resampled optima (scaling.analysis.optima).
+noise-scale rule (McCandlish et al. 2018) and the surge rule (Li et al. 2024, for adaptive
+optimizers: the fall of Adam's optimum at large batches) are fitted to the optima, with
+intervals over seeds from refits on each replicate's optima (scaling.analysis.optima,
+scaling.analysis.intervals), and each fitted batch size (B_noise, B_peak) flagged where the
+batch sizes measured do not pin it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Callable
 
 import numpy as np
 
-from scaling.analysis.optima import optimum, resampled_optima
+from scaling.analysis import intervals
+from scaling.analysis.optima import optimum, replicate_optima
 from scaling.analysis.table import LRCurve
-from scaling.analysis.tradeoff import fit_tradeoffs, percentile_interval
+from scaling.analysis.tradeoff import fit_tradeoffs
 from scaling.config.learning_rates import scaled_lr
-from scaling.formatting import interval, number
+from scaling.formatting import estimate
 
 LINEAR_BREAK_RATIO = 2.0  # linear rule "breaks" above this ratio to the optimum ...
 LINEAR_BREAK_COST = 1.5  # ... or above this relative cost in steps
@@ -156,13 +160,43 @@ def surge_fit(optima: list[dict]) -> dict | None:
     return surge_fits([optima])[0]
 
 
-def _with_intervals(fit: dict | None, samples: list[dict | None], keys: tuple[str, ...]) -> dict | None:
-    """The fit with a 95% bootstrap interval on each of `keys` (key_ci) and the refits' count."""
+def _with_intervals(fit: dict | None, samples: list[dict | None], keys: tuple[str, ...],
+                    spread: tuple[str, int, str | None], sizes: list[int],
+                    searched: tuple[float, float] | None = None) -> dict | None:
+    """The fit with an interval over seeds on each of `keys` (key_ci) from the replicates'
+    refits, its `interval` record, and the identification of its batch size (the last of
+    `keys`) against the batch sizes measured and, where it was searched in a range, that
+    range's ends. `spread`: (method, seeds, why there are no replicates)."""
     if fit is None:
         return None
-    kept = [f for f in samples if f is not None]
-    return {**fit, **{f"{k}_ci": percentile_interval([f[k] for f in kept]) for k in keys},
-            "bootstrap": len(kept)}
+    method, seeds, why = spread
+    cis = {f"{k}_ci": None for k in keys}
+    if why is None:
+        cis = {f"{k}_ci": intervals.from_replicates(
+            fit[k], [f[k] if f else math.nan for f in samples], method, seeds) for k in keys}
+        why = None if cis[f"{keys[-1]}_ci"] else intervals.NO_REPLICATES
+    record = (intervals.info("seeds", method, sum(f is not None for f in samples)) if why is None
+              else intervals.none(why))
+    size = keys[-1]
+    status = intervals.identify(fit[size], cis[f"{size}_ci"], min(sizes), max(sizes),
+                                "the batch sizes measured")
+    if searched is not None:
+        intervals.at_search_bound(status, fit[size], *searched)
+    return {**fit, **cis, "interval": record, "identification": {size: status}}
+
+
+def _replicates(points: list[dict], grid_by_size: dict[int, LRCurve], bootstrap: int,
+                rng: np.random.Generator, method: str) -> tuple[list[list[dict]], int, str | None]:
+    """(each replicate's optima, the seeds, why there are none) for the rules' intervals."""
+    seeds = {grid_by_size[p["batch_size"]].stack("steps").shape[1] for p in points}
+    k = seeds.pop() if len(seeds) == 1 else 0
+    why = (intervals.ONE_SEED if k == 1 else "batch sizes hold different seeds" if k == 0
+           else "not asked for (bootstrap 0)" if bootstrap <= 0
+           else intervals.FEW_POINTS if len(points) < intervals.MIN_POINTS else None)
+    if why is not None:
+        return [], k, why
+    return replicate_optima(points, grid_by_size, intervals.seed_draws(k, method, bootstrap, rng)), \
+        k, None
 
 
 def optimum_falls(optima: list[dict]) -> dict | None:
@@ -191,8 +225,11 @@ def _rule_entry(point: dict, optimum: float, predicted: float, grid: LRCurve) ->
 
 
 def _breaks(entry: dict) -> bool:
+    """A rule breaks at a batch size where its rate is far from the optimum, diverges, does not
+    reach the target, or costs far more steps."""
     cost = entry["relative_cost"]
-    return (entry["ratio_to_optimum"] > LINEAR_BREAK_RATIO or entry["note"] == "diverges"
+    return (entry["ratio_to_optimum"] > LINEAR_BREAK_RATIO
+            or entry["note"] in ("diverges", "target not reached there")
             or (cost is not None and cost > LINEAR_BREAK_COST))
 
 
@@ -215,27 +252,36 @@ def _linear_sentence(entry: dict) -> str:
             f"({rule['ratio_to_optimum']:.2g}x the optimum there; {cost}). ")
 
 
-def _interval(ci: list[float] | None) -> str:
-    return f" {interval(ci)}" if ci else ""
+def _fitted(fit: dict, key: str) -> str:
+    """A fitted parameter with its interval, or the bound it is (scaling.formatting.estimate)."""
+    return estimate(fit[key], fit.get(f"{key}_ci"), (fit.get("identification") or {}).get(key))
+
+
+def _falls_sentence(entry: dict) -> str:
+    """Whether the measured optimum falls at large batches, beside the measured noise scales."""
+    falls = entry["optimum_falls"]
+    if falls is None:
+        text = f"The measured optimum does not fall by {FALL_RATIO:g}x or more at large batches"
+    else:
+        text = (f"The measured optimum falls with the batch size: from "
+                f"{falls['peak_learning_rate']:.3g} at B = {falls['peak_batch_size']} to "
+                f"{falls['learning_rate']:.3g} at B = {falls['largest_batch_size']} "
+                f"({falls['ratio']:.2g}x lower)")
+    scales = [f"{label} {value:.3g}" for key, label in NOISE_SCALES
+              if (value := entry["noise_scales"].get(key)) is not None]
+    fit = entry["surge_fit"]
+    if scales and fit is not None:
+        text += f"; B_peak {_fitted(fit, 'b_peak')} beside the measured {', '.join(scales)}"
+    return text + "."
 
 
 def _surge_sentence(entry: dict) -> str:
-    """The surge fit, whether the optimum falls, and B_peak beside the measured noise scales."""
-    fit, falls = entry["surge_fit"], entry["optimum_falls"]
-    text = (f"The surge rule fitted to the optima (eta_max = {fit['eta_max']:.3g}, B_peak = "
-            f"{number(fit['b_peak'])}{_interval(fit.get('b_peak_ci'))}) is at worst "
-            f"{_worst(entry['rules']['surge'])}. ")
-    if falls is None:
-        text += f"The measured optimum does not fall by {FALL_RATIO:g}x or more at large batches"
-    else:
-        text += (f"The measured optimum falls with the batch size: from {falls['peak_learning_rate']:.3g} "
-                 f"at B = {falls['peak_batch_size']} to {falls['learning_rate']:.3g} at B = "
-                 f"{falls['largest_batch_size']} ({falls['ratio']:.2g}x lower)")
-    scales = [f"{label} {value:.3g}" for key, label in NOISE_SCALES
-              if (value := entry["noise_scales"].get(key)) is not None]
-    if scales:
-        text += f"; B_peak {number(fit['b_peak'])} beside the measured {', '.join(scales)}"
-    return text + "."
+    """The surge fit where it was fitted (adaptive optimizers, or asked for)."""
+    fit = entry["surge_fit"]
+    if fit is None:
+        return ""
+    return (f"The surge rule fitted to the optima (eta_max = {fit['eta_max']:.3g}, B_peak = "
+            f"{_fitted(fit, 'b_peak')}) is at worst {_worst(entry['rules']['surge'])}. ")
 
 
 def _rules_summary(entry: dict) -> str:
@@ -249,10 +295,11 @@ def _rules_summary(entry: dict) -> str:
     text += _linear_sentence(entry) + f"Square-root scaling is at worst {_worst(entry['rules']['sqrt'])}. "
     fit = entry["noise_scale_fit"]
     if fit is None:
-        return text + "The noise-scale and surge rules need optima at 3 or more batch sizes; not fitted."
+        return text + "The fitted rules need optima at 3 or more batch sizes; not fitted."
     text += (f"The noise-scale rule fitted to the optima (eps_max = {fit['eps_max']:.3g}, "
-             f"B_noise = {fit['b_noise']:.3g}) is at worst {_worst(entry['rules']['noise_scale'])}. ")
-    return text + _surge_sentence(entry)
+             f"B_noise = {_fitted(fit, 'b_noise')}) is at worst "
+             f"{_worst(entry['rules']['noise_scale'])}. ")
+    return text + _surge_sentence(entry) + _falls_sentence(entry)
 
 
 def _predictions(ref: dict, noise: dict | None, surge: dict | None) -> dict:
@@ -270,17 +317,23 @@ def _predictions(ref: dict, noise: dict | None, surge: dict | None) -> dict:
 
 def lr_rules(target: str, points: list[dict], grid_by_size: dict[int, LRCurve],
              bootstrap: int = 0, rng: np.random.Generator | None = None,
-             noise_scales: dict | None = None) -> dict | None:
-    """Linear, square-root, noise-scale and surge rules against the measured optima at one
-    target; the fits' intervals from `bootstrap` draws of the optima. `noise_scales`: the
-    measured B_simple, B_noise (and b_simple_precond) at this target, set beside B_peak."""
+             noise_scales: dict | None = None, method: str = intervals.DEFAULT_METHOD,
+             surge: bool = True) -> dict | None:
+    """Linear, square-root, noise-scale and (`surge`) surge rules against the measured optima
+    at one target; the fits' intervals over seeds by `method` (`bootstrap` draws for
+    percentile, none when 0). `noise_scales`: the measured B_simple, B_noise (and
+    b_simple_precond) at this target, set beside B_peak."""
     if not points:
         return None
     optima = [{"batch_size": p["batch_size"], "learning_rate": optimum(p)} for p in points]
-    draws = resampled_optima(points, grid_by_size, bootstrap, rng or np.random.default_rng(0))
-    noise = _with_intervals(noise_scale_fit(optima), noise_scale_fits(draws),
-                            ("eps_max", "b_noise"))
-    surge = _with_intervals(surge_fit(optima), surge_fits(draws), ("eta_max", "b_peak"))
+    draws, seeds, why = _replicates(points, grid_by_size, bootstrap,
+                                    rng or np.random.default_rng(0), method)
+    sizes, spread = [o["batch_size"] for o in optima], (method, seeds, why)
+    noise = _with_intervals(noise_scale_fit(optima), noise_scale_fits(draws) if draws else [],
+                            ("eps_max", "b_noise"), spread, sizes)
+    peak_range = (min(sizes) / SURGE_PEAK_RANGE, max(sizes) * SURGE_PEAK_RANGE)
+    surge = _with_intervals(surge_fit(optima), surge_fits(draws) if draws else [],
+                            ("eta_max", "b_peak"), spread, sizes, peak_range) if surge else None
     rules = {name: [] for name in RULES}
     for name, rule in _predictions(optima[0], noise, surge).items():
         rules[name] = [_rule_entry(p, o["learning_rate"], rule(p["batch_size"]),

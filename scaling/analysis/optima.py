@@ -1,8 +1,9 @@
-"""Each batch size's optimal learning rate, and its bootstrap draws for the rules' intervals.
+"""Each batch size's optimal learning rate, and its replicates for the rules' intervals.
 
 The optimum is the vertex of a parabola in log lr through log steps at the best grid LR and its
 neighbours (`refine_lr`), else the best grid LR itself. The learning-rate rules fitted to the
-optima (scaling.analysis.lr_rules) take their intervals from refits on `resampled_optima`.
+optima (scaling.analysis.lr_rules) take their intervals from refits on `replicate_optima`,
+subsets of whole seeds (scaling.analysis.intervals).
 """
 
 from __future__ import annotations
@@ -46,22 +47,11 @@ def _grid_optima(grid: LRCurve, draws: np.ndarray) -> np.ndarray:
     return out
 
 
-def resampled_optima(points: list[dict], grid_by_size: dict[int, LRCurve], num: int,
-                     rng: np.random.Generator) -> list[list[dict]]:
-    """`num` bootstrap draws of the optima, each a list of {batch_size, learning_rate}: whole
-    seeds of each batch size resampled and the best LR found and refined again, with 2 or more
-    seeds; else the (batch size, optimum) points themselves resampled."""
-    if num <= 0 or not points:
-        return []
-    seeds = max(grid_by_size[p["batch_size"]].stack("steps").shape[1] for p in points)
-    if seeds < 2:
-        rows = rng.integers(0, len(points), (num, len(points)))
-        return [[{"batch_size": points[i]["batch_size"], "learning_rate": optimum(points[i])}
-                 for i in draw] for draw in rows]
-    drawn = []
-    for p in points:
-        grid = grid_by_size[p["batch_size"]]
-        width = grid.stack("steps").shape[1]
-        drawn.append(_grid_optima(grid, rng.integers(0, width, (num, width))))
+def replicate_optima(points: list[dict], grid_by_size: dict[int, LRCurve],
+                     draws: np.ndarray) -> list[list[dict]]:
+    """Each replicate's optima (rows of `draws`: the seed columns it keeps, the same at every
+    batch size), each a list of {batch_size, learning_rate}: the best LR found and refined
+    again on those seeds; a batch size with no LR reached that replicate is left out of it."""
+    drawn = [_grid_optima(grid_by_size[p["batch_size"]], draws) for p in points]
     return [[{"batch_size": p["batch_size"], "learning_rate": float(lrs[k])}
-             for p, lrs in zip(points, drawn) if np.isfinite(lrs[k])] for k in range(num)]
+             for p, lrs in zip(points, drawn) if np.isfinite(lrs[k])] for k in range(len(draws))]

@@ -9,8 +9,8 @@ d^2 log steps / d (log lr)^2; where the best has no neighbour reached on each si
 rate not reached, diverged or stopped as dominated) there is no bracket, and the best measured
 point stands, saying why.
 
-Seeds share data order across learning rates, so the interval resamples whole seeds and redoes
-the choice of the best cell and the parabola on every draw (`resampled`).
+Seeds share data order across learning rates, so an interval resamples whole seeds and redoes
+the choice of the best cell and the parabola on every replicate (`resampled`).
 """
 
 from __future__ import annotations
@@ -55,20 +55,17 @@ def no_bracket(grid: LRCurve, best: int) -> str | None:
     return None
 
 
-def entry(grid: LRCurve, best: int, measured: float, per_draw: np.ndarray | None = None) -> dict:
+def entry(grid: LRCurve, best: int, measured: float) -> dict:
     """analysis.json's `optimum` of a point: the parabola's minimum where the best cell is
-    bracketed, else the best measured point (`measured`, the selection's steps), with why;
-    steps_ci from `per_draw`, the estimate on each bootstrap draw (NaN: none that draw)."""
+    bracketed, else the best measured point (`measured`, the selection's steps), with why; its
+    interval (steps_ci, interval) is the caller's (scaling.analysis.points)."""
     why = no_bracket(grid, best) if measured > 0 else "target met at the start"
-    kept = np.asarray([] if per_draw is None else per_draw, float)
-    kept = kept[np.isfinite(kept)]
-    ci = [float(v) for v in np.percentile(kept, [2.5, 97.5])] if kept.size else None
     if why is not None:
-        return {"learning_rate": grid.lrs[best], "steps": measured, "steps_ci": ci,
+        return {"learning_rate": grid.lrs[best], "steps": measured, "steps_ci": None,
                 "curvature": None, "bracketed": False, "why": why}
     idx = [best - 1, best, best + 1]
     lr, steps, curvature = vertex([grid.lrs[i] for i in idx], list(grid.means()[idx]))
-    return {"learning_rate": lr, "steps": steps, "steps_ci": ci, "curvature": curvature,
+    return {"learning_rate": lr, "steps": steps, "steps_ci": None, "curvature": curvature,
             "bracketed": True, "why": None}
 
 

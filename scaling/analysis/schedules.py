@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from scaling.analysis import intervals
 from scaling.analysis.selection import choose
 from scaling.analysis.table import LRCurve, lr_curves
 from scaling.config import BatchScheduleConfig
@@ -68,8 +69,10 @@ def _against(name: str, size: int, mine: tuple, cells: dict[int, tuple], draws: 
     _, steps, examples = cells[size]
     s, s_ci = _ratio(mine[1], steps, draws, rng)
     e, e_ci = _ratio(mine[2], examples, draws, rng)
+    record = (intervals.info("seeds", "percentile", draws) if s_ci
+              else intervals.none(intervals.ONE_SEED if draws > 0 else "not asked for"))
     return {"against": name, "batch_size": size, "steps_ratio": s, "steps_ratio_ci": s_ci,
-            "examples_ratio": e, "examples_ratio_ci": e_ci}
+            "examples_ratio": e, "examples_ratio_ci": e_ci, "interval": record}
 
 
 def schedule_target(name: str, first_batch: int, table: list[dict], fixed: list[dict],

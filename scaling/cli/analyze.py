@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         own = sweep_reading(out)
         reach = Reach(args.rule or own.rule, args.window or own.window)
     return analyze_folder(out, args.targets, args.bootstrap, args.json, args.quiet, reach,
-                          args.lr_selection, args.view, args.metric, args.partial)
+                          args.lr_selection, args.view, args.metric, args.partial,
+                          args.interval)
 
 
 def after_training(out: Path, partial: bool, analyse: Callable[[], int]) -> int:
@@ -61,12 +62,14 @@ def _sweep_drawing(out: Path, result: dict, records: list[dict]
 def analyze_folder(out: Any, targets: list[str] | None = None, bootstrap: int = 1000,
                    as_json: bool = False, quiet: bool = False, reach: Any = None,
                    lr_selection: str | None = None, view: str | None = None,
-                   metric: str | None = None, partial: bool = False) -> int:
+                   metric: str | None = None, partial: bool = False,
+                   interval: str | None = None) -> int:
     """Analyse, draw, report a sweep folder (refused while in use, unless `partial`)."""
     groups = in_use.check(out, partial)
     records = store.load(out)  # read once: the analysis and the figures share it
     result = in_use.mark(analyze(out, targets, bootstrap, reach=reach, lr_selection=lr_selection,
-                                 view=view, metric=metric, records=records), groups)
+                                 view=view, metric=metric, records=records,
+                                 interval=interval), groups)
     return _publish(out, result, _sweep_drawing(out, result, records), summary_table, as_json,
                     quiet)
 

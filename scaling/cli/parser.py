@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from scaling.config.names import LR_SELECTIONS, REACH_RULES, SCHEDULES, VIEWS
+from scaling.config.names import INTERVAL_METHODS, LR_SELECTIONS, REACH_RULES, SCHEDULES, VIEWS
 from scaling.errors import ConfigError
 from scaling.store.imports import UNITS as IMPORT_UNITS
 from scaling.sweep.grid import parse_shard
@@ -198,7 +198,7 @@ def add_analyze(sub: Any) -> None:
     p.add_argument("--targets", nargs="+", action="extend", metavar="T",
                    help="targets to analyse, e.g. eval_loss<=0.5 (default: the config's)")
     p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
-                   help="bootstrap resamples for the confidence intervals (default 1000)")
+                   help="bootstrap draws for percentile intervals; 0: no intervals (default 1000)")
     p.add_argument("--rule", choices=REACH_RULES,
                    help="when a run has reached a target (default: the sweep's reached.rule)")
     p.add_argument("--window", type=_window, help="window factor of rules sustained and "
@@ -206,6 +206,9 @@ def add_analyze(sub: Any) -> None:
     p.add_argument("--lr-selection", choices=LR_SELECTIONS,
                    help="each batch size's learning rate and steps (default: the sweep's "
                         "analysis.lr_selection)")
+    p.add_argument("--interval", choices=INTERVAL_METHODS,
+                   help="how intervals resample the seeds: jackknife (leave one out, Student's "
+                        "t) or percentile (bootstrap) (default: the sweep's analysis.interval)")
     p.add_argument("--view", choices=VIEWS, help="steps (to targets), fixed_budget (final "
                    "metric at the budget) or both (default: the sweep's analysis.view)")
     p.add_argument("--metric", help="the fixed-budget view's metric (default: the sweep's "

@@ -46,6 +46,7 @@ B2_RULES = ("half_life",)  # optimizer.b2_rule (scaling.config.optimizer)
 WEIGHT_DECAY_RULES = ("timescale",)  # optimizer.weight_decay_rule
 METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
+INTERVAL_METHODS = ("jackknife", "percentile")  # analysis.interval: how seeds are resampled
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target
 VIEWS = ("steps", "fixed_budget", "both")  # analysis.view
 PLACEMENTS = ("auto", "device", "host")

@@ -209,7 +209,10 @@ class ReachedConfig:
 @dataclass
 class AnalysisConfig:
     """How the analysis picks each batch size's learning rate: min (the fewest mean steps over
-    seeds) or crossfit (chosen on the other seeds, measured on each held-out seed).
+    seeds) or crossfit (chosen on the other seeds, measured on each held-out seed); how its
+    intervals resample the seeds: jackknife (leave one seed out, Student's t) or percentile
+    (a bootstrap's percentiles) (scaling.analysis.intervals). surge_rule: fit the surge rule
+    to the optima (null: for adaptive optimizers only, whose optimum can fall at large batches).
 
     view: steps (steps to each target), fixed_budget (the final `metric` at the budget per
     batch size and learning rate, its optima; targets may be empty) or both. fixed_budget and
@@ -217,6 +220,8 @@ class AnalysisConfig:
     """
 
     lr_selection: str = "min"
+    interval: str = "jackknife"
+    surge_rule: bool | None = None
     view: str = "steps"
     metric: str = "eval_loss"
 

@@ -36,6 +36,8 @@ def _validate_reached(cfg: Config) -> None:
           "metrics of the parameters' moving average: set eval.ema_decay, e.g. 0.99)")
     need(cfg.analysis.lr_selection in names.LR_SELECTIONS, "analysis.lr_selection",
          cfg.analysis.lr_selection, f"one of {', '.join(names.LR_SELECTIONS)}")
+    need(cfg.analysis.interval in names.INTERVAL_METHODS, "analysis.interval",
+         cfg.analysis.interval, f"one of {', '.join(names.INTERVAL_METHODS)}")
     need(cfg.analysis.view in names.VIEWS, "analysis.view", cfg.analysis.view,
          f"one of {', '.join(names.VIEWS)}")
 

@@ -74,7 +74,7 @@ def _cells_table(analysis: dict) -> list[str]:
         link = f"[{c['name']}]({c['folder']}/report.md)"
         rows.append([link, sci(c.get("params")), sci(c.get("tokens") or c.get("examples")),
                      sci(c.get("compute")), number(c.get("num_runs")),
-                     (c.get("interval") or {}).get("method") or "-",
+                     (c.get("interval") or {}).get("resamples") or "-",
                      f"{best.get('batch_size')}, {number(best.get('learning_rate'))}",
                      with_ci(opt.get("batch_size"), opt.get("batch_size_ci")),
                      with_ci(opt.get("learning_rate"), opt.get("learning_rate_ci")),

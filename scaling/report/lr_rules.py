@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaling.formatting import interval, markdown_table, number
+from scaling.analysis.intervals import describe
+from scaling.formatting import estimate, markdown_table, number
 from scaling.report.tables import relative_cost, steps_text
 
 NOISE_SCALES = (("b_simple", "B_simple"), ("b_noise", "B_noise"),
@@ -20,13 +21,16 @@ def rule_entries(analysis: dict) -> list[dict]:
     return per_target or ([analysis["lr_rules"]] if analysis.get("lr_rules") else [])
 
 
+def _fitted(fit: dict, key: str) -> str:
+    """A fitted parameter with its interval, or the bound it is."""
+    return estimate(fit.get(key), fit.get(f"{key}_ci"), (fit.get("identification") or {}).get(key))
+
+
 def _fit_text(name: str, fit: dict | None, keys: tuple[tuple[str, str], ...]) -> str | None:
     if not fit:
         return None
-    values = ", ".join(f"{label} {number(fit.get(k))}"
-                       + (f" {interval(fit[k + '_ci'])}" if fit.get(k + "_ci") else "")
-                       for k, label in keys)
-    return f"{name} fitted to the optima: {values}."
+    values = ", ".join(f"{label} {_fitted(fit, k)}" for k, label in keys)
+    return f"{name} fitted to the optima: {values}; {describe(fit.get('interval'))}."
 
 
 def falls_sentence(rules: dict) -> str | None:
@@ -41,8 +45,7 @@ def falls_sentence(rules: dict) -> str | None:
             f"to {number(falls['learning_rate'])} at B = {falls['largest_batch_size']} "
             f"({falls['ratio']:.2g}x lower), as Li et al. 2024 found for Adam.")
     if surge.get("b_peak") is not None:
-        text += f" The surge fit puts the peak at B_peak {number(surge['b_peak'])}"
-        text += f" {interval(surge['b_peak_ci'])}" if surge.get("b_peak_ci") else ""
+        text += f" The surge fit puts the peak at B_peak {_fitted(surge, 'b_peak')}"
         text += f", beside the measured {', '.join(scales)}." if scales else "."
     return text
 
