@@ -1,0 +1,283 @@
+"""Coverage of the B_crit intervals against the noisy quadratic model's closed form.
+
+An interval is a claim about repeated experiments: rerun the sweep with new seeds and the truth
+falls inside at the nominal level. On the NQM the truth is known (the closed form's B_crit at
+each batch size's optimal constant learning rate, scaling.analysis.nqm_reference), so the claim
+is tested directly. Per spectrum one sweep as a user runs it (batch sizes 2..512, a coarse
+first grid of five rates half a decade apart, the learning-rate search and the stopping of
+dominated runs, the default reading) trains SEEDS seeds; the seeds are then cut into disjoint
+groups of 3 (and of 1), and each group is analysed as its own folder would be, by every
+interval method and learning-rate selection. Per spectrum, target, group size, method and
+selection: the share of nominal-95% intervals that hold the truth, their median width against
+the replicates' own 95% spread, and the point estimate's median ratio to the truth.
+
+    python experiments/coverage.py                  # ~1 h on 2 cores (training ~45 min)
+    python experiments/coverage.py --spectra noise  # one spectrum
+    python experiments/coverage.py --seeds 12       # a quick look (4 groups of 3)
+
+Writes results/coverage/{coverage.json, report.md}; the run files stay under
+results/coverage/<spectrum>/runs (not committed; a rerun resumes them and only analyses).
+The search of one sweep sees all its seeds, so the rates each group chooses among were placed
+by more seeds than a 3-seed sweep's own search would use: the groups share one set of rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from scaling import config as config_mod, store
+from scaling.analysis import intervals
+from scaling.analysis.analyze import clipped_reading, sweep_reading
+from scaling.analysis.fit import fit_with_interval
+from scaling.analysis.nqm_reference import closed_form_b_crit, steps_to_target
+from scaling.analysis.points import best_point
+from scaling.analysis.table import LRCurve, lr_curves, run_table
+from scaling.config.names import LR_SELECTIONS
+from scaling.sweep import runner
+from scaling.tasks.nqm import spectra, trained_spectra
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "coverage"
+SIZES = [2, 4, 8, 16, 32, 64, 128, 256, 512]
+FIRST_GRID = [0.01, 0.0316228, 0.1, 0.316228, 1.0]
+MAX_STEPS = 3000
+EVAL_EVERY = 10  # plus 20 points per decade: the reading's resolution at a tenth of the rows
+SEEDS = 96
+GROUP_SIZES = (3, 1)
+BOOTSTRAP = 400  # percentile draws per group
+# Curvature h_i = i^-h_power, per-example noise variance c_i = c_scale i^-c_power; targets as
+# fractions of the starting loss.
+SPECTRA = {
+    "noise": ({"dim": 100, "h_power": 1.0, "c_power": 1.0}, (0.2, 0.1, 0.05),
+              "h = c = 1/i: the noise sits in the first coordinates"),
+    "peaked": ({"dim": 100, "h_power": 1.0, "c_power": 2.0}, (0.2, 0.1, 0.05),
+               "h = 1/i, c = 1/i^2: nearly all the noise in the first coordinate"),
+    "spread": ({"dim": 200, "h_power": 0.8, "c_power": 0.0, "c_scale": 0.03}, (0.1, 0.05, 0.02),
+               "h = i^-0.8, c = 0.03: the noise spread over every coordinate"),
+    "precond": ({"dim": 100, "h_power": 1.0, "c_power": 1.0, "precondition_power": 0.5},
+                (0.2, 0.1, 0.05), "h = c = 1/i trained preconditioned by h^-1/2"),
+}
+
+
+def sweep_config(name: str, seeds: int) -> config_mod.Config:
+    """The sweep as a user runs it on one spectrum: the defaults but for the grid and budget."""
+    task, _, _ = SPECTRA[name]
+    return config_mod.from_dict({
+        "name": f"coverage-{name}", "task": {"name": "nqm", "draw": "means", **task},
+        "optimizer": {"name": "sgd"}, "schedule": {"name": "constant"},
+        "batch": {"sizes": SIZES}, "budget": {"max_steps": MAX_STEPS},
+        "learning_rate": {"values": FIRST_GRID}, "targets": target_names(name),
+        "eval": {"every": EVAL_EVERY, "points_per_decade": 20}, "train": {"chunk_steps": 500},
+        "parallel": {"data": 1, "runs": 1}, "gns": {"enabled": False},
+        "seeds": list(range(seeds))})
+
+
+def _targets(name: str) -> list[float]:
+    """A spectrum's target losses: fractions of E[L_0] = 1/2 sum h_i (init_scale 1)."""
+    task, fractions, _ = SPECTRA[name]
+    h, _ = spectra(config_mod.from_dict({"task": {"name": "nqm", **task}, "budget": {
+        "max_steps": 1}, "learning_rate": {"values": [0.1]}}).task.options)
+    return [f * 0.5 * float(np.sum(h)) for f in fractions]
+
+
+def target_names(name: str) -> list[str]:
+    return [f"eval_loss<={v:.6g}" for v in _targets(name)]
+
+
+def truths(name: str) -> list[float | None]:
+    """The closed form's B_crit per target at each batch size's optimal constant rate."""
+    options = sweep_config(name, 1).task.options
+    return [closed_form_b_crit(options, SIZES, v, MAX_STEPS)["b_crit"] for v in _targets(name)]
+
+
+def exact_on_rates(name: str, table: list[dict], value: float) -> float | None:
+    """B_crit read as the analysis reads it (the best rate and the parabola through its
+    neighbours, then the fit) from the closed form's expected steps at the rates the sweep
+    tried: what the grid and search leave of the truth before any noise."""
+    options, points, stable = sweep_config(name, 1).task.options, [], 2.0 / _max_curvature(name)
+    for size in SIZES:
+        lrs = sorted({r["learning_rate"] for r in table if r["batch_size"] == size})
+        steps = [np.array([math.nan if lr >= stable else
+                           _none_nan(steps_to_target(options, lr, size, value, MAX_STEPS))])
+                 for lr in lrs]
+        nan = [np.full(1, math.nan) for _ in lrs]
+        curve = LRCurve(lrs=lrs, steps=steps, examples=steps, b_simple=nan, b_noise=nan,
+                        b_simple_precond=nan, diverged=[lr >= stable for lr in lrs])
+        if (point := best_point(size, [curve])) is not None and point["steps"] > 0:
+            points.append(point)
+    fit = fit_with_interval({}, points, 0, np.random.default_rng(0))
+    return fit and fit["b_crit"]
+
+
+def _max_curvature(name: str) -> float:
+    h, _, _ = trained_spectra(sweep_config(name, 1).task.options)
+    return float(h.max())
+
+
+def _none_nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def measure(table: list[dict], target: str, seeds: list[int], how: str, method: str,
+            rng: np.random.Generator, bootstrap: int = BOOTSTRAP) -> dict:
+    """One group analysed as its own folder: B_crit, its interval and its identification."""
+    group = set(seeds)
+    by_size = lr_curves([r for r in table if r["seed"] in group], target)
+    points = [p for b, g in by_size.items()
+              if (p := best_point(b, g, how, bootstrap, rng, True, method)) is not None]
+    fit = fit_with_interval(by_size, [p for p in points if p["steps"] > 0], bootstrap, rng,
+                            how, method)
+    if fit is None:
+        return {"b_crit": None, "ci": None, "identified": False, "why": "not fitted"}
+    return {"b_crit": _round(fit["b_crit"]), "ci": fit["b_crit_ci"] and
+            [_round(v) for v in fit["b_crit_ci"]], "identified": fit["identification"]["identified"],
+            "why": fit["interval"]["why"]}
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.5g}")
+
+
+def study(name: str, seeds: int) -> dict:
+    """Train (or resume) one spectrum's sweep and analyse every group of its seeds."""
+    out = OUT / name
+    runner.run(sweep_config(name, seeds), out, quiet=True)
+    records = store.load(out)
+    table = run_table(records, target_names(name), sweep_reading(out),
+                      clip=clipped_reading(yaml.safe_load((out / "sweep.yaml").read_text())))
+    rows, rng = [], np.random.default_rng(0)
+    for size in GROUP_SIZES:
+        methods = intervals.METHODS if size > 1 else (intervals.DEFAULT_METHOD,)
+        for g, (ti, target), how, method in itertools.product(
+                range(seeds // size), enumerate(target_names(name)), LR_SELECTIONS, methods):
+            if size == 1 and how != "min":
+                continue  # with one seed crossfit is min
+            rows.append({"group_size": size, "group": g, "target": ti, "selection": how,
+                         "method": method, **measure(table, target, list(range(g * size,
+                                                                            (g + 1) * size)),
+                                                      how, method, rng)})
+    every = list(range(seeds))
+    return {"spectrum": name, "about": SPECTRA[name][2], "targets": target_names(name),
+            "truth": truths(name), "runs": len(records), "seeds": seeds,
+            "exact_on_rates": [exact_on_rates(name, table, v) for v in _targets(name)],
+            "all_seeds": [measure(table, t, every, "min", intervals.DEFAULT_METHOD, rng,
+                                  0)["b_crit"] for t in target_names(name)],
+            "train_s": round(store.training_seconds(records), 1),
+            "examples": int(sum(r["summary"]["examples"] for r in records)), "rows": rows}
+
+
+def summary(rows: list[dict], truth: float) -> dict:
+    """Coverage, widths and bias of one cell's groups (rows: one per group)."""
+    values = np.array([r["b_crit"] or math.nan for r in rows])
+    ratios = values / truth
+    cis = [r["ci"] for r in rows if r["ci"]]
+    spread = np.percentile(values[np.isfinite(values)], [2.5, 97.5]) \
+        if np.isfinite(values).sum() > 1 else [math.nan, math.nan]
+    widths = [hi - lo for lo, hi in cis]
+    return {"groups": len(rows), "fitted": int(np.isfinite(values).sum()),
+            "with_interval": len(cis),
+            "coverage": float(np.mean([lo <= truth <= hi for lo, hi in cis])) if cis else None,
+            "median_width_over_spread": (float(np.median(widths) / (spread[1] - spread[0]))
+                                         if cis and spread[1] > spread[0] else None),
+            "median_ratio": float(np.nanmedian(ratios)) if np.isfinite(ratios).any() else None,
+            "ratio_10_90": ([float(v) for v in np.nanpercentile(ratios, [10, 90])]
+                            if np.isfinite(ratios).any() else None),
+            "identified": int(sum(r["identified"] for r in rows))}
+
+
+def cells(result: dict) -> list[dict]:
+    """Per target, group size, selection and method: summary() of its groups."""
+    out = []
+    keys = sorted({(r["target"], r["group_size"], r["selection"], r["method"])
+                   for r in result["rows"]}, key=lambda k: (k[0], -k[1], k[2], k[3]))
+    for ti, size, how, method in keys:
+        rows = [r for r in result["rows"] if (r["target"], r["group_size"], r["selection"],
+                                              r["method"]) == (ti, size, how, method)]
+        truth = result["truth"][ti]
+        if truth:
+            out.append({"target": result["targets"][ti], "truth": truth, "group_size": size,
+                        "selection": how, "method": method, **summary(rows, truth)})
+    return out
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(results: list[dict]) -> str:
+    lines = ["# Coverage of the B_crit intervals against the closed form", "",
+             "Generated by `python experiments/coverage.py`. Per spectrum one NQM sweep with SGD "
+             f"as a user runs it: batch sizes {SIZES[0]}..{SIZES[-1]}, a first grid of "
+             f"{len(FIRST_GRID)} rates {FIRST_GRID[0]:g}..{FIRST_GRID[-1]:g}, the learning-rate "
+             f"search and the stopping of dominated runs on, at most {MAX_STEPS:,} steps, the "
+             "default reading; its seeds cut into disjoint groups, each analysed as a folder of "
+             "its own. Truth: the closed form's B_crit at each batch size's optimal constant "
+             "learning rate. Coverage: the share of nominal-95% intervals that hold the truth; "
+             "width: the median interval width over the groups' own 2.5-97.5% spread of B_crit; "
+             "ratio: the median B_crit over the truth [10th, 90th percentile].", ""]
+    for res in results:
+        lines += [f"## {res['spectrum']}: {res['about']}", "",
+                  f"{res['seeds']} seeds, {res['runs']:,} runs, {res['examples']:,} examples, "
+                  f"training {res['train_s'] / 60:.1f} min.", ""] + bias_lines(res) + [
+                  "",
+                  "| target | truth | seeds per group | selection | interval | groups | "
+                  "coverage | width / spread | ratio to truth | identified |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for c in cells(res):
+            ratio = (f"{_num(c['median_ratio'], 3)} [{_num(c['ratio_10_90'][0])}, "
+                     f"{_num(c['ratio_10_90'][1])}]" if c["ratio_10_90"] else "-")
+            method = c["method"] if c["with_interval"] else "none"
+            lines.append(f"| {c['target']} | {c['truth']:.4g} | {c['group_size']} | "
+                         f"{c['selection']} | {method} | {c['groups']} | {_pct(c['coverage'])} | "
+                         f"{_num(c['median_width_over_spread'])} | {ratio} | "
+                         f"{c['identified']} of {c['groups']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def bias_lines(res: dict) -> list[str]:
+    """Where a bias comes from, per target: the grid and search (the closed form read at the
+    rates tried, as the analysis reads them), the reading (every seed at once against that),
+    and the selection over few seeds (the 3-seed groups' median against every seed's)."""
+    lines = ["Where the point estimate's bias comes from (ratios of B_crit):", "",
+             "| target | truth | rates tried / truth | all seeds / rates tried | "
+             "3-seed groups (median) / all seeds |", "|---|---|---|---|---|"]
+    for ti, name in enumerate(res["targets"]):
+        truth, grid, every = res["truth"][ti], res["exact_on_rates"][ti], res["all_seeds"][ti]
+        groups = [r["b_crit"] for r in res["rows"] if r["target"] == ti and r["group_size"] == 3
+                  and r["selection"] == "min" and r["method"] == intervals.DEFAULT_METHOD
+                  and r["b_crit"]]
+        ratio = lambda a, b: f"{a / b:.3f}" if a and b else "-"
+        lines.append(f"| {name} | {truth:.4g} | {ratio(grid, truth)} | {ratio(every, grid)} | "
+                     f"{ratio(float(np.median(groups)) if groups else None, every)} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--spectra", nargs="+", choices=list(SPECTRA), default=list(SPECTRA))
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    args = parser.parse_args(argv)
+    results = [study(name, args.seeds) for name in args.spectra]
+    for res in results:
+        res["cells"] = cells(res)
+    store.atomic_write(OUT / "coverage.json", store.dumps(results) + "\n")
+    text = markdown(results)
+    store.atomic_write(OUT / "report.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
