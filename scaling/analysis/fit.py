@@ -18,6 +18,7 @@ from scaling.analysis.table import LRCurve
 from scaling.analysis.tradeoff import fit_tradeoff, fit_tradeoffs
 
 BAND_POINTS = 25
+DELTA = 1e-4  # the relative bump of a point's steps for the fit's finite-difference gradient
 
 
 def replicate_steps(grids_by_size: dict[int, list[LRCurve]], points: list[dict],
@@ -59,6 +60,8 @@ def _interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict], fitte
     if len(points) < intervals.MIN_POINTS:
         return {**none, "interval": intervals.none(intervals.FEW_POINTS)}
     draws = intervals.seed_draws(k, method, num, rng)
+    if method == "pooled":
+        return _pooled(points, fitted, replicate_steps(grids_by_size, points, draws, how), k)
     fits = replicate_fits(grids_by_size, points, draws, how)
     s_min, e_min = fitted
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -73,6 +76,48 @@ def _interval(grids_by_size: dict[int, list[LRCurve]], points: list[dict], fitte
                                                    else "a leave-one-out replicate could not "
                                                         "be fitted")}
     return {**out, "interval": intervals.info("seeds", method, fitted_count)}
+
+
+def _jacobian(sizes: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """d (log S_min, log E_min) / d log steps at each point, 2 x points, by finite differences
+    of the fit (each point's steps raised by a factor e^DELTA in turn)."""
+    bumped = np.tile(steps, (len(steps), 1)) * np.exp(DELTA * np.eye(len(steps)))
+    base = np.log(fit_tradeoffs(sizes[None, :], steps[None, :]))[0]
+    return ((np.log(fit_tradeoffs(np.tile(sizes, (len(steps), 1)), bumped)) - base) / DELTA).T
+
+
+def _pooled(points: list[dict], fitted: tuple, steps: np.ndarray, k: int) -> dict:
+    """Intervals from each batch size's own spread over seeds (the jackknife of its steps:
+    `steps`, points x leave-one-out replicates) carried through the fit's linearisation, the
+    batch sizes taken as independent, with Satterthwaite's degrees of freedom (k - 1 per batch
+    size, pooled): log x +- t(dof) se."""
+    sizes = np.array([p["batch_size"] for p in points], float)
+    own = np.array([fit_steps(p) for p in points])
+    logs = np.log(steps)
+    if not np.all(np.isfinite(logs)):
+        return {"s_min_ci": None, "e_min_ci": None, "b_crit_ci": None, "band": None,
+                "interval": intervals.none("a leave-one-out replicate reached no target")}
+    var = (k - 1) / k * np.sum((logs - logs.mean(axis=1, keepdims=True)) ** 2, axis=1)
+    jac, (s_min, e_min) = _jacobian(sizes, own), fitted
+    grid = np.geomspace(sizes.min(), sizes.max(), BAND_POINTS)
+    share = (e_min / grid) / (s_min + e_min / grid)  # d log S(B) / d log E_min
+    gradients = {"s_min": jac[0], "e_min": jac[1], "b_crit": jac[1] - jac[0]}
+    centres = {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min}
+    out = {f"{key}_ci": _delta_interval(centres[key], g, var, k) for key, g in gradients.items()}
+    ends = [_delta_interval(s_min + e_min / b, (1 - w) * jac[0] + w * jac[1], var, k)
+            for b, w in zip(grid, share)]
+    out["band"] = {"batch_sizes": grid.tolist(), "low": [e[0] for e in ends],
+                   "high": [e[1] for e in ends]}
+    return {**out, "interval": intervals.info("seeds", "pooled", k)}
+
+
+def _delta_interval(centre: float, gradient: np.ndarray, var: np.ndarray, k: int) -> list[float]:
+    """centre x exp(+- t se), se^2 = sum gradient^2 var, dof by Satterthwaite."""
+    terms = gradient ** 2 * var
+    total = float(terms.sum())
+    dof = total ** 2 / float(np.sum(terms ** 2) / (k - 1)) if total > 0 else k - 1
+    half = intervals.t975(int(dof)) * np.sqrt(total)
+    return [centre * float(np.exp(-half)), centre * float(np.exp(half))]
 
 
 def _band(points: list[dict], fitted: tuple, fits: np.ndarray, method: str,

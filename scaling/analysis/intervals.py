@@ -15,6 +15,9 @@ selection, the optimum between rates, the fit) on a subset of whole seeds:
   with 2-5 seeds, where a percentile bootstrap has few distinct draws (3 seeds: 10) and is too
   narrow. The default: experiments/coverage.py measured it against the noisy quadratic model's
   closed form (results/coverage).
+- pooled (the S(B) fit; elsewhere as jackknife): each batch size's own jackknife spread carried
+  through the fit's linearisation, the batch sizes taken as independent, so their k - 1
+  degrees of freedom add up (Satterthwaite) and t shrinks (scaling.analysis.fit).
 - percentile: the 2.5 and 97.5 percentiles of `num` bootstrap draws of k seeds with
   replacement; kept for comparison, and for many seeds.
 
@@ -78,7 +81,7 @@ def seed_draws(seeds: int, method: str, num: int, rng: np.random.Generator) -> n
     draws with replacement (percentile); None with fewer than 2 seeds."""
     if seeds < 2:
         return None
-    if method == "jackknife":
+    if method in ("jackknife", "pooled"):
         return np.array([[j for j in range(seeds) if j != i] for i in range(seeds)])
     if method == "percentile":
         return rng.integers(0, seeds, (num, seeds)) if num > 0 else None

@@ -219,7 +219,7 @@ class AnalysisConfig:
     both train every run to the end of its budget (train.stop_at_targets is set false).
     """
 
-    lr_selection: str = "min"
+    lr_selection: str = "crossfit"
     interval: str = "jackknife"
     surge_rule: bool | None = None
     view: str = "steps"

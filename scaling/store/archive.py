@@ -46,7 +46,7 @@ def pack(out: str | Path) -> Path:
     if not members:
         raise ConfigError(f"{out}: no finished runs to pack (no runs/*/summary.json)")
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:xz", preset=9) as tar:
+    with tarfile.open(fileobj=buffer, mode="w:xz", preset=6) as tar:
         for name, path in members:
             data = path.read_bytes()
             info = tarfile.TarInfo(name)
