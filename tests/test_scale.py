@@ -282,7 +282,9 @@ def test_the_parent_analysis_fits_laws_or_says_why_not(swept):
     left = laws["b_crit_data"]["left_out"].get("points")  # extrapolated past the batches tried
     dropped = int(left.split(" of ")[0]) if left else 0
     assert len(timed) >= 2 and laws["b_crit_data"]["num_cells"] + dropped == len(timed)
-    assert laws["b_crit_data"]["exponents"]["tokens"] is not None
+    kept = laws["b_crit_data"]
+    # bounds (B_crit beyond the batch sizes fitted) are left out: the rest fit D, or say why
+    assert kept["exponents"]["tokens"] is not None or kept["left_out"]["tokens"]
     report = (out / "report.md").read_text()
     assert "## Laws across the cells" in report and f"]({'cells/' + NAMES[0]}/report.md)" in report
     assert (out / "figures" / "optima_vs_budget.png").is_file()

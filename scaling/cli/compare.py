@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from scaling import store
+from scaling.store.archive import has_archive
 from scaling.analysis import contract, in_use
 from scaling.analysis.analyze import analyze
 from scaling.cli.parser import UsageError
@@ -24,7 +25,7 @@ def _sweep(folder: str, label: str, partial: bool) -> compare.Sweep:
     groups = in_use.check(path, partial)
     analysis = contract.read(path) if saved.is_file() else analyze(path)
     return compare.Sweep(label, path, in_use.mark(analysis, groups),
-                         store.load(path) if runs.is_dir() else [])
+                         store.load(path) if runs.is_dir() or has_archive(path) else [])
 
 
 def run(args: argparse.Namespace) -> int:

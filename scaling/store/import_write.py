@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from scaling.config import parse_target
+from scaling.config import AnalysisConfig, parse_target
 from scaling.config.targets import Reach, crossing
 from scaling.errors import ConfigError
 from scaling.store.cells import MANIFEST, cell_entry, write_cells
@@ -129,7 +129,8 @@ def _sweep_yaml(name: str, targets: list[str], view: str, metric: str,
     reach = Reach()
     data = {"name": name, "targets": targets,
             "reached": {"rule": reach.rule, "window": reach.window},
-            "analysis": {"lr_selection": "min", "view": view, "metric": metric},
+            "analysis": {"lr_selection": AnalysisConfig.lr_selection,
+                         "interval": AnalysisConfig.interval, "view": view, "metric": metric},
             **({"cell": {k: cell[k] for k in ("params", "tokens", "examples", "budget_unit")}}
                if cell else {}),
             "import": record}
