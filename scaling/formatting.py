@@ -44,6 +44,17 @@ def short_number(value: float, digits: int = 4) -> str:
     return mantissa + (f"e{int(exponent)}" if exponent else "")
 
 
+def count(value: Any) -> str:
+    """A large count as people say it, one style for the whole report: 2,150 below a million,
+    then 2.15M, 3.58B, 1.2T ('-' for None)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or abs(value) < 1e6:
+        return number(value)
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return number(value)
+
+
 def more_than(value: Any, digits: int = 3) -> str:
     """A censored value, '> 1,234': the steps of a run stopped before it got there."""
     return f"> {number(value, digits)}"
@@ -100,14 +111,24 @@ def _cells(rows: list[list[Any]], digits: int) -> list[list[str]]:
     return [[c if isinstance(c, str) else number(c, digits) for c in row] for row in rows]
 
 
+def _filled(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The columns with something in them: one that is '-' in every row is left out."""
+    keep = [i for i in range(len(header)) if not rows or any(row[i] != "-" for row in rows)]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def text_table(header: list[str], rows: list[list[Any]], digits: int = 4) -> str:
-    """Right-aligned plain-text columns, two spaces apart (terminals and logs)."""
-    cells = [header] + _cells(rows, digits)
+    """Right-aligned plain-text columns, two spaces apart (terminals and logs); a column that
+    is '-' throughout is left out."""
+    header, body = _filled(header, _cells(rows, digits))
+    cells = [header] + body
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells)
 
 
 def markdown_table(header: list[str], rows: list[list[Any]], digits: int = 3) -> list[str]:
-    """A GitHub-flavoured markdown table, one string per line."""
+    """A GitHub-flavoured markdown table, one string per line; a column that is '-' throughout
+    is left out."""
+    header, body = _filled(header, _cells(rows, digits))
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(row) + " |" for row in _cells(rows, digits)])
+            + ["| " + " | ".join(row) + " |" for row in body])

@@ -205,7 +205,9 @@ def test_noise_scale_vs_loss_on_one_run(tmp_path):
               for i, m in enumerate(rec[0]["metrics"])]  # lowest at the 11th row, then rising
     (_, _, losses, _), = noise_series([dict(rec[0], metrics=rising)], "b_simple")
     assert losses[-1] == 2.0 and len(losses) == 11 - 1  # cut at the lowest loss
-    path = figures.noise_scale_vs_loss(rec, tmp_path / "gns.png", b_crit={"eval_loss<=1.0": 64.0})
+    target = {"name": "train_loss<=1.0", "metric": "train_loss", "value": 1.0,
+              "fit": {"b_crit": 64.0, "b_crit_ci": [48.0, 80.0]}}
+    path = figures.noise_scale_vs_loss(rec, tmp_path / "gns.png", targets=[target])
     assert path.read_bytes()[:8] == PNG
     with pytest.raises(ConfigError, match="b_simple"):
         figures.noise_scale_vs_loss(synthetic_records(False), tmp_path / "none.png")
@@ -268,7 +270,9 @@ def test_report_says_when_the_fit_is_missing_poor_or_wide(tmp_path):
     text = markdown.write(tmp_path, sparse_analysis(), []).read_text()
     assert "eval_accuracy>=0.6 was not reached at any batch size" in text
     assert "No trade-off fit for eval_loss<=1.0" in text and "## Figures" not in text
-    assert "| eval_accuracy>=0.6 | - | - | - | - |" in text  # nulls as "-", no empty "[,]"
+    assert "| eval_accuracy>=0.6 | no fit |" in text and "[,]" not in text and "[-" not in text
+    fits = text.split("## Trade-off fits")[1].split("\n\n")[1]
+    assert fits.splitlines()[0] == "| target | B_crit, first crossing | not reached at B |"
     a = synthetic_analysis()
     a["targets"][0]["fit"]["rms_log_residual"] = 0.3
     a["targets"][0]["b_crit_ci"] = [10.0, 400.0]
@@ -375,5 +379,10 @@ def test_a_b_crit_below_the_smallest_batch_is_not_read_as_a_number():
     assert "B_crit lies below the smallest batch size tried (4; the fit gives" in line
     fine = dict(flat, b_crit=40.0, b_crit_ci=[30.0, 50.0], b_simple_over_b_crit=1.5)
     lines = markdown._target_conclusion(fine)
-    assert lines[0].startswith("For eval_loss<=2.8, B_crit is about 40: ")
+    assert lines[0].startswith("For eval_loss<=2.8, B_crit is about 40 [30, 50]: ")
     assert lines[-1] == "B_simple at the crossing is 1.5x B_crit (within an order of magnitude)."
+    beyond = dict(fine, b_crit=900.0, fit={"identification": {
+        "identified": False, "bound": "lower", "at": 64, "why": "beyond the batch sizes fitted"}})
+    (line,) = markdown._target_conclusion(beyond)
+    assert line == ("For eval_loss<=2.8, B_crit is not identified by these runs: > 64 (beyond "
+                    "the batch sizes fitted).") and "900" not in line

@@ -182,7 +182,11 @@ def _with_intervals(fit: dict | None, samples: list[dict | None], keys: tuple[st
                                 "the batch sizes measured")
     if searched is not None:
         intervals.at_search_bound(status, fit[size], *searched)
-    return {**fit, **cis, "interval": record, "identification": {size: status}}
+    identification = {size: status}
+    if not status["identified"]:  # the amplitude is read off the curve the batch size bends
+        identification[keys[0]] = {**status, "bound": None, "at": None,
+                                   "why": f"{size} is not identified, and {keys[0]} follows it"}
+    return {**fit, **cis, "interval": record, "identification": identification}
 
 
 def _replicates(points: list[dict], grid_by_size: dict[int, LRCurve], bootstrap: int,
@@ -280,7 +284,7 @@ def _surge_sentence(entry: dict) -> str:
     fit = entry["surge_fit"]
     if fit is None:
         return ""
-    return (f"The surge rule fitted to the optima (eta_max = {fit['eta_max']:.3g}, B_peak = "
+    return (f"The surge rule fitted to the optima (eta_max = {_fitted(fit, 'eta_max')}, B_peak = "
             f"{_fitted(fit, 'b_peak')}) is at worst {_worst(entry['rules']['surge'])}. ")
 
 
@@ -296,7 +300,7 @@ def _rules_summary(entry: dict) -> str:
     fit = entry["noise_scale_fit"]
     if fit is None:
         return text + "The fitted rules need optima at 3 or more batch sizes; not fitted."
-    text += (f"The noise-scale rule fitted to the optima (eps_max = {fit['eps_max']:.3g}, "
+    text += (f"The noise-scale rule fitted to the optima (eps_max = {_fitted(fit, 'eps_max')}, "
              f"B_noise = {_fitted(fit, 'b_noise')}) is at worst "
              f"{_worst(entry['rules']['noise_scale'])}. ")
     return text + _surge_sentence(entry) + _falls_sentence(entry)

@@ -81,7 +81,7 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False) 
     (planned,) = expand(cfg)
     (record,) = [r for r in store.load(out) if r["run_id"] == planned.run_id]
     table.show(record["metrics"])
-    noise_scale_vs_loss([record], Path(out) / "noise_vs_loss.png", b_crit=None)
+    noise_scale_vs_loss([record], Path(out) / "noise_vs_loss.png")
     return record
 
 

@@ -285,8 +285,10 @@ def sweep_warnings(cfg: Config) -> list[str]:
     return out
 
 
-def format_table(rows: list[Arithmetic]) -> str:
-    """Plain-text table for the terminal, one line per batch size, warnings below."""
+def format_table(rows: list[Arithmetic], rule_columns: bool = True) -> str:
+    """Plain-text table for the terminal, one line per batch size, warnings below; the
+    learning rate each rule would give only with `rule_columns` (a report leaves them out
+    where the sweep used no rule)."""
     cols: list[tuple[str, Any]] = [
         ("batch", lambda a: a.batch_size), ("micro", lambda a: a.micro_batch),
         ("accum", lambda a: a.accumulation), ("shards", lambda a: a.data_shards),
@@ -296,7 +298,7 @@ def format_table(rows: list[Arithmetic]) -> str:
         ("tokens", lambda a: a.tokens), ("ends at", lambda a: a.stopped_by)]
     if any(a.dropped_per_epoch for a in rows):
         cols.insert(6, ("dropped", lambda a: a.dropped_per_epoch))
-    for rule in rows[0].lr_by_rule if rows else ():
+    for rule in rows[0].lr_by_rule if rows and rule_columns else ():
         cols.append((f"lr {rule}", lambda a, r=rule: a.lr_by_rule.get(r)))
     lines = [text_table([name for name, _ in cols], [[get(a) for _, get in cols] for a in rows])]
     lines += [f"warning: {w}" for a in rows for w in a.warnings]

@@ -1,3 +1,3 @@
-"""What a person reads: `markdown` (report.md), `figures` and `noise_figure` (the PNGs),
-`sheet` (figures.pdf and index.html: every figure in one file, the report as a page) and
-`style` (their shared look)."""
+"""What a person reads: `markdown` (report.md), `figures` and the modules it draws with (the
+PNGs), `sheet` (figures.pdf and index.html: every figure in one file, the report as a page),
+`style` (their shared look) and `text_check` (no text over text in any of them)."""

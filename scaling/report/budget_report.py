@@ -19,13 +19,6 @@ EDGE_TEXT = {"low": "at the smallest tried (no interpolation)",
              "high": "at the largest tried (no interpolation)"}
 
 
-def sci(value: Any) -> str:
-    """Large counts as 2.15e+08; the rest as formatting.number writes them."""
-    if isinstance(value, (int, float)) and abs(value) >= 1e6:
-        return f"{value:.3g}"
-    return number(value)
-
-
 def with_ci(value: Any, ci: Any) -> str:
     return f"{number(value)} {interval(ci)}" if ci else number(value)
 

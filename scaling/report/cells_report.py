@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 from scaling.analysis import in_use
-from scaling.formatting import interval, markdown_table, number, text_table
-from scaling.report import budget_figures, budget_report
-from scaling.report.budget_report import sci, with_ci
+from scaling.formatting import count, interval, markdown_table, number, text_table
+from scaling.report import budget_report, law_figures
+from scaling.report.budget_report import with_ci
 from scaling.store import atomic_write
 
 LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
@@ -18,12 +18,19 @@ LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
              "b_crit": "critical batch size B_crit (primary target, against the budget)",
              "b_crit_data": "critical batch size B_crit (every target, against its E_min)"}
 CAPTIONS = {
-    "optima_vs_budget": "Each cell's optimum (95% interval) against its budget D, one colour per "
-                        "model size N, the measured arg-min (squares) and the fitted law (lines).",
-    "b_crit_vs_data": "B_crit of every cell and target (95% interval) against the data the target "
-                      "needs (E_min, its fewest examples or tokens), and each cell's B_opt "
-                      "(diamonds) against its budget, one colour per N, with the fitted laws "
-                      "(B_crit solid, B_opt dashed)."}
+    "optima_vs_budget": "Each cell's optimum (its interval as a bar; a bound or the edge style "
+                        "where it sits at an edge of what the cell tried) against its budget D, "
+                        "one colour per model size N with points of one D set apart, the "
+                        "measured arg-min (squares), the fitted law (lines; dotted where its "
+                        "cells' optima sit at an edge), B_opt's law in D alone and the largest "
+                        "batch size tried; at a billion tokens and more, Li et al. 2025's Step "
+                        "Law (dash-dot, its batch size converted from tokens to the batch unit).",
+    "b_crit_vs_data": "Left: B_crit of every cell and target (its interval as a bar; hollow "
+                      "where the interval runs past 8x the largest batch tried, left out of the "
+                      "law; a diamond where the batch sizes fitted do not identify it) against "
+                      "the data the target needs (E_min, its fewest examples or tokens). Right: "
+                      "each cell's B_opt against its budget. One colour per N, with the fitted "
+                      "laws and the largest batch size tried."}
 
 
 def _exponent(law: dict, name: str) -> str:
@@ -72,8 +79,8 @@ def _cells_table(analysis: dict) -> list[str]:
     for c in analysis["fixed_budget"]["cells"]:
         opt, best, b_crit = c.get("optimum") or {}, c.get("best") or {}, c.get("b_crit") or {}
         link = f"[{c['name']}]({c['folder']}/report.md)"
-        rows.append([link, sci(c.get("params")), sci(c.get("tokens") or c.get("examples")),
-                     sci(c.get("compute")), number(c.get("num_runs")),
+        rows.append([link, count(c.get("params")), count(c.get("tokens") or c.get("examples")),
+                     count(c.get("compute")), number(c.get("num_runs")),
                      (c.get("interval") or {}).get("resamples") or "-",
                      f"{best.get('batch_size')}, {number(best.get('learning_rate'))}",
                      with_ci(opt.get("batch_size"), opt.get("batch_size_ci")),
@@ -122,8 +129,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
 
 
 def write_figures(analysis: dict, folder: Path) -> list[Path]:
-    paths = [budget_figures.optima_vs_budget(analysis, Path(folder) / "optima_vs_budget.png"),
-             budget_figures.b_crit_vs_data(analysis, Path(folder) / "b_crit_vs_data.png")]
+    paths = [law_figures.optima_vs_budget(analysis, Path(folder) / "optima_vs_budget.png"),
+             law_figures.b_crit_vs_data(analysis, Path(folder) / "b_crit_vs_data.png")]
     return [p for p in paths if p]
 
 

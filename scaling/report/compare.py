@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from scaling.analysis import in_use
 from scaling.errors import ConfigError
-from scaling.formatting import interval, markdown_table, number
+from scaling.formatting import estimate, interval, markdown_table, number
 from scaling.report.figures import best_runs
 from scaling.report.noise_figure import loss_key, noise_series
-from scaling.report.style import batch_axis, colour, geom, pyplot, save
+from scaling.report.figure_data import b_crit_reading
+from scaling.report.style import band, batch_axis, colour, figure, geom, legend, mark, save
 from scaling.store import atomic_write
 from scaling.store.rows import positive
 
@@ -66,17 +68,27 @@ def _fit(sweep: Sweep, name: str) -> dict | None:
     return fit if fit and positive(fit.get("s_min")) and positive(fit.get("e_min")) else None
 
 
-def _figure(title: str):
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+def _figure(title: str) -> tuple[Any, Any]:
+    fig, ax = figure(7.8, 4.6)
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     return fig, ax
 
 
-def _finish(fig, ax, path: Path) -> Path:
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+def _finish(fig: Any, ax: Any, path: Path) -> Path:
+    legend(ax)
     return save(fig, path)
+
+
+def _dots(ax: Any, xs: list[float], ys: list[float], pts: list[dict], c: Any, label: str,
+          fmt: str = "o") -> None:
+    """A sweep's points, those whose best rate is at an edge of the rates tried as such."""
+    plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p.get("at_edge")]
+    edge = [(x, y) for x, y, p in zip(xs, ys, pts) if p.get("at_edge")]
+    ax.plot(*zip(*plain) if plain else ([], []), fmt, color=c, label=label, zorder=3, ms=5,
+            lw=0.8)
+    if edge:
+        mark(ax, "edge", *zip(*edge), c, zorder=3)
 
 
 def steps_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
@@ -87,12 +99,24 @@ def steps_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
     fig, ax = _figure(f"Steps to {name} vs batch size")
     grid = geom(min(sizes) / 1.4, max(sizes) * 1.4)
     for i, s, pts in drawn:
-        ax.plot([p["batch_size"] for p in pts], [p["steps"] for p in pts], "o", color=colour(i),
-                label=s.label, zorder=3)
+        _dots(ax, [p["batch_size"] for p in pts], [p["steps"] for p in pts], pts, colour(i),
+              s.label)
         fit = _fit(s, name)
-        if fit:
-            ax.plot(grid, [fit["s_min"] + fit["e_min"] / b for b in grid], "-", color=colour(i),
-                    lw=1.5, label=f"{s.label} fit: $B_{{crit}}$={number(fit['b_crit'])}")
+        if not fit:
+            continue
+        curve = lambda b: fit["s_min"] + fit["e_min"] / b  # noqa: E731
+        shown = estimate(fit["b_crit"], fit.get("b_crit_ci"), fit.get("identification"))
+        ax.plot(grid, [curve(b) for b in grid], "-", color=colour(i), lw=1.4,
+                label=f"{s.label} fit: $B_{{crit}}$ {shown}")
+        if fit.get("band"):
+            band(ax, fit["band"]["batch_sizes"], fit["band"]["low"], fit["band"]["high"],
+                 colour(i))
+        kind, at = b_crit_reading(fit)
+        if kind == "point":
+            ax.plot([at], [curve(at)], "D", color=colour(i), mec="black", mew=0.8, ms=7,
+                    zorder=5)
+        elif kind:
+            mark(ax, kind, [at], [curve(at)], colour(i), axis="x", zorder=5)
     ax.set(yscale="log", ylabel="steps to target")
     batch_axis(ax, sizes, "batch size")
     return _finish(fig, ax, path)
@@ -104,10 +128,10 @@ def examples_vs_steps(sweeps: list[Sweep], name: str, path: Path) -> Path | None
         return None
     fig, ax = _figure(f"Steps vs data to {name}")
     for i, s, pts in drawn:
-        ax.plot([p["steps"] for p in pts], [p["examples"] for p in pts], "o-", color=colour(i),
-                lw=0.8, label=s.label, zorder=3)
+        _dots(ax, [p["steps"] for p in pts], [p["examples"] for p in pts], pts, colour(i),
+              s.label, "o-")
         fit = _fit(s, name)
-        if fit:
+        if fit and b_crit_reading(fit)[0] == "point":
             ax.plot([2 * fit["s_min"]], [2 * fit["e_min"]], "*", color=colour(i), ms=12,
                     mec="black", mew=0.6, label=f"{s.label}: $B_{{crit}}$ at (2 $S_{{min}}$, "
                                                  "2 $E_{min}$)")
@@ -123,8 +147,8 @@ def lr_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
         return None
     fig, ax = _figure(f"Best learning rate vs batch size ({name})")
     for i, s, pts in drawn:
-        ax.plot([p["batch_size"] for p in pts], [p["best_lr"] for p in pts], "o-",
-                color=colour(i), label=s.label)
+        _dots(ax, [p["batch_size"] for p in pts], [p["best_lr"] for p in pts], pts, colour(i),
+              s.label, "o-")
     ax.set(yscale="log", ylabel="best learning rate")
     batch_axis(ax, sizes, "batch size")
     return _finish(fig, ax, path)

@@ -2,8 +2,11 @@
 
 One function per figure; each returns the path it wrote, or None when its data do not exist
 (no target reached, no noise-scale measurements), so `write_all` never fails on a sparse
-sweep. The shared look lives in scaling.report.style, the noise-scale figure (also drawn for a
-single run by `scaling gns`) in scaling.report.noise_figure.
+sweep. Here the trade-off figures (steps against batch size, examples against steps); the
+learning-rate figures in scaling.report.lr_figures, B_crit against the target in
+scaling.report.target_figures, the noise-scale figure (also drawn for a single run by
+`scaling gns`) in scaling.report.noise_figure, the shared look and the one convention for
+censored points in scaling.report.style.
 """
 
 from __future__ import annotations
@@ -12,196 +15,193 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from scaling.formatting import number
+from scaling.analysis.intervals import describe
+from scaling.formatting import estimate, number
 from scaling.report import budget_figures
+from scaling.report.figure_data import (b_crit_reading, batch_label, fit, lr_target,
+                                        targets_with_points, unit)
+from scaling.report.lr_figures import heatmap, lr_vs_batch
 from scaling.report.noise_figure import loss_key, noise_scale_vs_loss, noise_series
-from scaling.report.style import OKABE_ITO, RULE_COLOURS, batch_axis, colour, geom, pyplot, save
-from scaling.report.tables import cell_text, cells
-from scaling.store.rows import positive
+from scaling.report.style import (BAND_ALPHA, band, batch_axis, colour, figure, geom, legend,
+                                  log_limits, mark, proxy, save, tidy_log_axes)
+from scaling.report.target_figures import bcrit_vs_target
+from scaling.report.text_check import place_labels
 
 __all__ = ["FIGURES", "noise_scale_vs_loss", "write_all"]
 
-def _unit(analysis: dict) -> str:
-    return (analysis.get("sweep") or {}).get("unit") or "examples"
+
+def _target_label(t: dict) -> str:
+    """A target's legend entry: its name and B_crit as the report prints it."""
+    fitted = fit(t)
+    if not fitted:
+        return f"{t['name']} (no fit)"
+    shown = estimate(fitted["b_crit"], fitted.get("b_crit_ci"), fitted.get("identification"))
+    return f"{t['name']}: $B_{{crit}}$ {shown}"
 
 
-def _batch_label(analysis: dict) -> str:
-    per = "sequences" if _unit(analysis) == "tokens" else "examples"
-    return f"batch size ({per} per step)"
+def _fit_key(targets: list[tuple[dict, list[dict]]], curve: str) -> tuple[Any, str]:
+    """The legend entry of the fitted curves: what their shaded interval resamples (the
+    first fit's `interval` record), or why there is none."""
+    fits = [fit(t) for t, _ in targets if fit(t)]
+    record = fits[0].get("interval") if fits else None
+    shaded = "shaded: " if any(f.get("band") for f in fits) else ""
+    return proxy(ls="-"), f"{curve}\n{shaded}{describe(record)}"
 
 
-def _points(target: dict) -> list[dict]:
-    """A target's points with usable steps and examples, in batch-size order."""
-    pts = [p for p in target.get("points") or [] if positive(p.get("steps"))
-           and positive(p.get("examples"))]
-    return sorted(pts, key=lambda p: p["batch_size"])
-
-
-def _fit(target: dict) -> dict | None:
-    fit = target.get("fit")
-    ok = fit and positive(fit.get("s_min")) and positive(fit.get("e_min"))
-    return fit if ok else None
-
-
-
-def _targets_with_points(analysis: dict) -> list[tuple[dict, list[dict]]]:
-    """(target, its best points) for every target some batch size reached."""
-    targets = [(t, _points(t)) for t in analysis.get("targets") or []]
-    return [(t, pts) for t, pts in targets if pts]
+def _edges_and_points(ax: Any, xs: list[float], ys: list[float], pts: list[dict],
+                      c: Any) -> None:
+    """Measured points as dots, those whose best rate is at an edge of the rates tried in
+    the edge style."""
+    plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p.get("at_edge")]
+    edge = [(x, y) for x, y, p in zip(xs, ys, pts) if p.get("at_edge")]
+    if plain:
+        ax.plot(*zip(*plain), "o", color=c, ms=5, zorder=3)
+    if edge:
+        mark(ax, "edge", *zip(*edge), c, zorder=3)
 
 
 # ---------------------------------------------------------------- 1. steps vs batch size
 
 
+def _steps_curve(ax: Any, fitted: dict, grid: list[float], c: Any) -> list[float]:
+    """The fitted S(B) with its band and B_crit on it (a point at S = 2 S_min, or a bound at
+    the edge of the batch sizes fitted); the steps drawn."""
+    s = lambda b: fitted["s_min"] + fitted["e_min"] / b  # noqa: E731
+    ax.plot(grid, [s(b) for b in grid], "-", color=c, lw=1.4, zorder=2)
+    shown = [s(grid[0]), s(grid[-1])]
+    found = fitted.get("band")
+    if found:
+        band(ax, found["batch_sizes"], found["low"], found["high"], c)
+        shown += found["low"] + found["high"]
+    kind, at = b_crit_reading(fitted)
+    if kind == "point":
+        ax.plot([at], [s(at)], "D", color=c, mec="black", mew=0.8, ms=7, zorder=5)
+    elif kind:
+        mark(ax, kind, [at], [s(at)], c, axis="x", zorder=5)
+    return shown
+
+
+def _unreached(ax: Any, t: dict, c: Any) -> None:
+    """Batch sizes that never reached the target, along the top of the axes."""
+    sizes = t.get("unreached_batch_sizes") or []
+    if sizes:
+        mark(ax, "not_reached", sizes, [0.96] * len(sizes), c, transform=ax.get_xaxis_transform(),
+             clip_on=False, zorder=5)
+
+
 def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Steps to each target vs batch size (log-log): the best rate's (dots) and, where
-    bracketed, the optimum's that the fit uses (bars); the fitted S(B) and perfect scaling."""
-    targets = _targets_with_points(analysis)
+    """Steps to each target against the batch size (log-log): the best rate's (dots; at an
+    edge of the rates tried in the edge style) and the optimum's that the fit uses (bars); the
+    fitted S(B) with its band and B_crit on it; perfect scaling from the smallest batch."""
+    targets = targets_with_points(analysis)
     if not targets:
         return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    sizes = [p["batch_size"] for _, pts in targets for p in pts]
+    fig, ax = figure(7.8, 4.6)
+    sizes = [p["batch_size"] for t, pts in targets for p in pts] + \
+        [b for t, _ in targets for b in t.get("unreached_batch_sizes") or []]
     grid = geom(min(sizes) / 1.4, max(sizes) * 1.4)
     shown = [p["steps"] for _, pts in targets for p in pts]
+    handles = []
     for i, (t, pts) in enumerate(targets):
         c, b0, s0 = colour(i), pts[0]["batch_size"], pts[0]["steps"]
-        ax.plot([p["batch_size"] for p in pts], [p["steps"] for p in pts], "o", color=c,
-                label=t["name"], zorder=3)
+        _edges_and_points(ax, [p["batch_size"] for p in pts], [p["steps"] for p in pts], pts, c)
         opt = [p for p in pts if (p.get("optimum") or {}).get("bracketed")]
         ax.plot([p["batch_size"] for p in opt], [p["optimum"]["steps"] for p in opt], "_",
                 color=c, ms=12, mew=2, zorder=4)
         ax.plot(grid, [s0 * b0 / b for b in grid], ":", color=c, lw=1)
-        fit = _fit(t)
-        if fit:
-            ax.plot(grid, [fit["s_min"] + fit["e_min"] / b for b in grid], "-", color=c, lw=1.5,
-                    label=f"fit: $B_{{crit}}$={number(fit['b_crit'])}, $S_{{min}}$={number(fit['s_min'])}")
-            ax.axhline(fit["s_min"], color=c, lw=0.6, ls="--", alpha=0.6)
-            shown.append(fit["s_min"])
-    ax.plot([], [], "_", color="black", ms=12, mew=2,
-            label="at the optimum between rates (fitted)")
-    ax.plot([], [], ":", color="black", lw=1, label="perfect scaling (slope -1)")
-    if any(_fit(t) for t, _ in targets):
-        ax.plot([], [], "--", color="black", lw=0.6, label="$S_{min}$ (fewest steps)")
-    ax.set_ylim(min(shown) / 1.6, max(shown) * 1.6)  # perfect-scaling lines run on below
-    ax.set(yscale="log", ylabel="steps to target",
-           title="Steps to target vs batch size (best LR per batch size)")
-    batch_axis(ax, sizes, _batch_label(analysis))
+        fitted = fit(t)
+        if fitted:
+            shown += _steps_curve(ax, fitted, grid, c)
+        _unreached(ax, t, c)
+        handles.append((proxy(marker="o", ls="-", color=c, ms=5), _target_label(t)))
+    handles += [(proxy(marker="_", ms=12, mew=2), "at the optimum between rates (fitted)"),
+                _fit_key(targets, "fit S(B) = $S_{min}$ + $E_{min}$/B"),
+                (proxy(marker="D", mec="black", mfc="white"),
+                 "$B_{crit}$ on the fit, at 2 $S_{min}$"),
+                (proxy(ls=":"), "perfect scaling (slope -1)")]
+    lo, hi = log_limits(shown, 1.6)
+    ax.set_ylim(lo, hi * (2.0 if any(t.get("unreached_batch_sizes") for t, _ in targets) else 1))
+    ax.set(yscale="log", ylabel="steps to target (best rate per batch size)",
+           title="Steps to target vs batch size")
+    batch_axis(ax, sizes, batch_label(analysis))
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    legend(ax, extra=handles)
     return save(fig, path)
 
 
 # ---------------------------------------------------------------- 2. examples vs steps
 
 
-SCHEDULE_MARKERS = ("D", "P", "X", "v", "h")  # one per batch-size schedule, every target
+SCHEDULE_MARKERS = ("P", "X", "h", "8", "p")  # one per batch-size schedule, every target
+
+
+def _tradeoff_curve(ax: Any, fitted: dict, pts: list[dict], c: Any) -> None:
+    """E/E_min - 1 = 1/(S/S_min - 1) until E (or S) is 3x the largest measured, its band
+    (S(B) in [low, high] at each B is the segment E = S B), B_crit at (2 S_min, 2 E_min)."""
+    s_min, e_min = fitted["s_min"], fitted["e_min"]
+    k = max(3 * max(p["examples"] for p in pts) / e_min, 4) - 1
+    k_s = max(3 * max(p["steps"] for p in pts) / s_min, 4) - 1
+    s = [x for x in geom(s_min * (1 + 1 / k), s_min * (1 + k_s)) if x > s_min]
+    ax.plot(s, [e_min * x / (x - s_min) for x in s], "-", color=c, lw=1.4, zorder=2)
+    found = fitted.get("band")
+    if found:
+        sizes = found["batch_sizes"]
+        xs = found["low"] + found["high"][::-1]
+        ys = [v * b for v, b in zip(found["low"], sizes)] + \
+            [v * b for v, b in zip(found["high"][::-1], sizes[::-1])]
+        ax.fill(xs, ys, color=c, alpha=BAND_ALPHA, lw=0)
+    if b_crit_reading(fitted)[0] == "point":
+        ax.plot([2 * s_min], [2 * e_min], "*", color=c, ms=13, mec="black", mew=0.6, zorder=5)
+
+
+def _schedules(ax: Any, analysis: dict, t: dict, c: Any, first: bool) -> None:
+    for j, sched in enumerate(analysis.get("schedules") or []):
+        for e in (e for e in sched["targets"] if e["target"] == t["name"] and e["reached"]):
+            ax.plot([e["steps"]], [e["examples"]], SCHEDULE_MARKERS[j % len(SCHEDULE_MARKERS)],
+                    color=c, mec="black", mew=0.6, ms=8, zorder=5,
+                    label=f"schedule {sched['name']}" if first else None)
+            first = False
 
 
 def examples_vs_steps(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """The McCandlish et al. trade-off: (S/S_min - 1)(E/E_min - 1) = 1, B_crit at (2S_min, 2E_min);
-    batch-size schedules as their own markers on the same axes."""
-    targets = _targets_with_points(analysis)
+    """The McCandlish et al. trade-off: (S/S_min - 1)(E/E_min - 1) = 1 with its band, B_crit
+    at (2 S_min, 2 E_min); points labelled by batch size where a label fits; batch-size
+    schedules as their own markers on the same axes."""
+    targets = targets_with_points(analysis)
     if not targets:
         return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    unit = _unit(analysis)
+    fig, ax = figure(7.8, 4.8)
+    handles = []
     for i, (t, pts) in enumerate(targets):
         c = colour(i)
-        ax.plot([p["steps"] for p in pts], [p["examples"] for p in pts], "o", color=c,
-                label=f"{t['name']} (measured)", zorder=3)
-        for p in pts:
-            ax.annotate(f"{p['batch_size']}", (p["steps"], p["examples"]), fontsize=6,
-                        color=c, xytext=(4, 3), textcoords="offset points")
-        fit = _fit(t)
-        if fit:
-            s_min, e_min = fit["s_min"], fit["e_min"]
-            # E/E_min - 1 = 1/(S/S_min - 1): stop where E (or S) is 3x the largest measured
-            k = max(3 * max(p["examples"] for p in pts) / e_min, 4) - 1
-            k_s = max(3 * max(p["steps"] for p in pts) / s_min, 4) - 1
-            s = [x for x in geom(s_min * (1 + 1 / k), s_min * (1 + k_s)) if x > s_min]
-            ax.plot(s, [e_min * x / (x - s_min) for x in s], "-", color=c, lw=1.5,
-                    label=f"fit ($S_{{min}}$={number(s_min)}, $E_{{min}}$={number(e_min)})")
-            ax.plot([2 * s_min], [2 * e_min], "*", color=c, ms=13, mec="black", mew=0.6,
-                    zorder=4, label=f"$B_{{crit}}$={number(fit['b_crit'])} at (2 $S_{{min}}$, 2 $E_{{min}}$)")
-            ax.axvline(s_min, color=c, lw=0.6, ls="--", alpha=0.6)
-            ax.axhline(e_min, color=c, lw=0.6, ls="--", alpha=0.6)
-        for j, sched in enumerate(analysis.get("schedules") or []):
-            hit = [e for e in sched["targets"] if e["target"] == t["name"] and e["reached"]]
-            for e in hit:
-                ax.plot([e["steps"]], [e["examples"]], SCHEDULE_MARKERS[j % len(SCHEDULE_MARKERS)],
-                        color=c, mec="black", mew=0.6, ms=8, zorder=5,
-                        label=f"schedule {sched['name']}" if i == 0 else None)
-    ax.set(xscale="log", yscale="log", xlabel="steps to target", ylabel=f"{unit} to target",
+        _edges_and_points(ax, [p["steps"] for p in pts], [p["examples"] for p in pts], pts, c)
+        fitted = fit(t)
+        if fitted:
+            _tradeoff_curve(ax, fitted, pts, c)
+        _schedules(ax, analysis, t, c, i == 0)
+        handles.append((proxy(marker="o", ls="-", color=c, ms=5), _target_label(t)))
+    handles += [_fit_key(targets, "fitted trade-off"),
+                (proxy(marker="*", mec="black", mfc="white", ms=10),
+                 "$B_{crit}$ at (2 $S_{min}$, 2 $E_{min}$)")]
+    ax.set(xscale="log", yscale="log", xlabel="steps to target",
+           ylabel=f"{unit(analysis)} to target",
            title="Steps vs data: the trade-off (points labelled by batch size)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    legend(ax, extra=handles)
+    tidy_log_axes(fig)  # the ticks as saved, so the layout the labels see is the final one
+    place_labels(ax, [(p["steps"], p["examples"], number(p["batch_size"]), colour(i))
+                      for i, (_, pts) in enumerate(targets) for p in pts], fontsize=6.5,
+                 zorder=6, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7,
+                                 "pad": 0.4})
     return save(fig, path)
 
 
-# ---------------------------------------------------------------- 3. learning rate vs batch size
-
-
-def _lr_target(analysis: dict) -> dict | None:
-    rules = analysis.get("lr_rules") or {}
-    name = rules.get("target") or analysis.get("primary_target")
-    for t in analysis.get("targets") or []:
-        if t.get("name") == name:
-            return t
-    return None
-
-
-def lr_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Measured optimal LR per batch size against the linear, sqrt, noise-scale and surge rules."""
-    target = _lr_target(analysis)
-    pts = [p for p in (target or {}).get("points") or [] if positive(p.get("best_lr"))]
-    if not pts:
-        return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    tried = [(r["batch_size"], r["learning_rate"], r.get("status"))
-             for r in analysis.get("runs") or [] if positive(r.get("learning_rate"))]
-    if tried:
-        ax.plot([b for b, _, s in tried if s != "diverged"],
-                [lr for _, lr, s in tried if s != "diverged"], ".", color="0.75", ms=4,
-                label="grid point tried")
-        div = [(b, lr) for b, lr, s in tried if s == "diverged"]
-        if div:
-            ax.plot(*zip(*div), "x", color="0.55", ms=5, label="diverged")
-    pts = sorted(pts, key=lambda p: p["batch_size"])
-    ax.plot([p["batch_size"] for p in pts], [p["best_lr"] for p in pts], "o", color="black",
-            mfc="none", ms=8, label="best grid LR", zorder=3)
-    refined = [p for p in pts if positive(p.get("refined_lr"))]
-    if refined:
-        ax.plot([p["batch_size"] for p in refined], [p["refined_lr"] for p in refined], "o",
-                color="black", ms=4, label="refined optimum (parabola in log LR)", zorder=4)
-    for edge, marker in (("high", "^"), ("low", "v")):
-        at = [p for p in pts if p.get("at_edge") == edge]
-        if at:
-            ax.plot([p["batch_size"] for p in at], [p["best_lr"] for p in at], marker,
-                    color="black", ms=13, mfc="none", mew=1.2, zorder=5,
-                    label=f"optimum at the grid's {edge} edge")
-    for name, rows in ((analysis.get("lr_rules") or {}).get("rules") or {}).items():
-        rows = sorted((r for r in rows if positive(r.get("learning_rate"))),
-                      key=lambda r: r["batch_size"])
-        if rows:
-            ax.plot([r["batch_size"] for r in rows], [r["learning_rate"] for r in rows], "-",
-                    color=RULE_COLOURS.get(name, "0.3"), lw=1.5, label=f"{name} rule")
-    ax.set(yscale="log", ylabel="learning rate",
-           title=f"Optimal learning rate vs batch size ({target['name']})")
-    batch_axis(ax, [p["batch_size"] for p in pts] + [b for b, _, _ in tried],
-                _batch_label(analysis))
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    return save(fig, path)
+# ---------------------------------------------------------------- 4. noise scale vs loss
 
 
 def best_runs(analysis: dict) -> set[str] | None:
     """Run ids at the best grid LR of each batch size for the LR-rules target."""
-    target = _lr_target(analysis)
+    target = lr_target(analysis)
     best = {(p["batch_size"], p["best_lr"]) for p in (target or {}).get("points") or []}
     runs = {r["run_id"] for r in analysis.get("runs") or []
             if (r["batch_size"], r["learning_rate"]) in best}
@@ -209,151 +209,12 @@ def best_runs(analysis: dict) -> set[str] | None:
 
 
 def noise_vs_loss(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """The sweep's noise-scale figure: best-LR runs bold, each target's B_crit; None if no data."""
+    """The sweep's noise-scale figure: best-LR runs bold, each loss target's B_crit at its
+    loss; None if no data."""
     loss = loss_key(records)
     if not noise_series(records, "b_simple", loss) and not noise_series(records, "b_noise", loss):
         return None
-    b_crit = {t["name"]: t.get("b_crit") for t in analysis.get("targets") or []}
-    return noise_scale_vs_loss(records, path, b_crit, best_runs(analysis))
-
-
-# ---------------------------------------------------------------- 5. B_crit vs target
-
-
-def _tried_sizes(analysis: dict) -> list[int]:
-    return sorted({r["batch_size"] for r in analysis.get("runs") or []}
-                  | set((analysis.get("sweep") or {}).get("batch_sizes") or []))
-
-
-def _bcrit_panel(ax: Any, metric: str, targets: list[dict], analysis: dict,
-                 sizes: list[int]) -> tuple[float, float]:
-    """One metric's panel of bcrit_vs_target; the y range its values need."""
-    values: list[float] = []
-    if sizes:
-        ax.axhspan(min(sizes), max(sizes), color="0.92", zorder=0,
-                   label="batch sizes tried")
-        values += [min(sizes), max(sizes)]
-    crit = [t for t in targets if positive(t.get("b_crit"))]
-    for t in crit:
-        ci = t.get("b_crit_ci")
-        err = None
-        if ci and positive(ci[0]) and positive(ci[1]):
-            err = [[max(t["b_crit"] - ci[0], 0)], [max(ci[1] - t["b_crit"], 0)]]
-            values += ci
-        values.append(t["b_crit"])
-        ax.errorbar([t["value"]], [t["b_crit"]], yerr=err, fmt="o", color=OKABE_ITO[0],
-                    capsize=4, zorder=3, label="$B_{crit}$ (95% CI)" if t is crit[0] else None)
-    over = [t for t in targets if positive((t.get("overhead_b_crit") or {}).get("fitted"))]
-    if over:
-        values += [t["overhead_b_crit"]["fitted"] for t in over]
-        ax.plot([t["value"] for t in over], [t["overhead_b_crit"]["fitted"] for t in over],
-                "^", color=OKABE_ITO[2], zorder=3, label="20% overhead (fitted)")
-    for law in analysis.get("b_crit_power_law") or []:
-        if law["metric"] == metric and law["alpha_b"] is not None:
-            xs = geom(min(t["value"] for t in targets), max(t["value"] for t in targets), 50)
-            ax.plot(xs, [law["b_star"] * x ** law["exponent"] for x in xs], "-",
-                    color=OKABE_ITO[0], lw=1, label=f"power law, $\\alpha_B$={law['alpha_b']:.2g}")
-    simple = [t for t in targets if positive(t.get("b_simple"))]
-    if simple:
-        values += [t["b_simple"] for t in simple]
-        ax.plot([t["value"] for t in simple], [t["b_simple"] for t in simple], "s",
-                color=OKABE_ITO[1], zorder=3, label="$B_{simple}$ near the crossing")
-    ax.set_xlabel(f"{metric} target (harder to the right)")
-    ax.margins(x=0.2)
-    xs = [t["value"] for t in targets]
-    if len(set(xs)) == 1:
-        ax.set_xticks(xs, [f"{xs[0]:g}"])
-    if targets[0].get("op") == "<=":
-        ax.invert_xaxis()
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    return min(values) / 2, max(values) * 2
-
-
-def bcrit_vs_target(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """B_crit (bootstrap CI) and B_simple against the target value, one panel per metric."""
-    by_metric: dict[str, list[dict]] = {}
-    for t in analysis.get("targets") or []:
-        if positive(t.get("b_crit")) or positive(t.get("b_simple")):
-            by_metric.setdefault(t.get("metric") or t["name"], []).append(t)
-    if not by_metric:
-        return None
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(by_metric), figsize=(4.2 * len(by_metric) + 0.6, 4.2),
-                             squeeze=False, sharey=True)
-    sizes = _tried_sizes(analysis)
-    lims = [_bcrit_panel(ax, metric, targets, analysis, sizes)
-            for ax, (metric, targets) in zip(axes[0], by_metric.items())]
-    axes[0][0].set_yscale("log")
-    axes[0][0].set_ylim(min(lo for lo, _ in lims), max(hi for _, hi in lims))
-    axes[0][0].set_ylabel(f"batch size ({'sequences' if _unit(analysis) == 'tokens' else 'examples'})")
-    fig.suptitle("Critical batch size vs target")
-    fig.tight_layout()
-    return save(fig, path)
-
-
-# ---------------------------------------------------------------- 6. heatmap
-
-
-def _heatmap_target(analysis: dict) -> str | None:
-    """The primary target, or the LR-rules target when no cell reached the primary one."""
-    primary = analysis.get("primary_target")
-    if primary and any(c["reached"] for c in cells(analysis, primary).values()):
-        return primary
-    fallback = _lr_target(analysis)
-    return fallback["name"] if fallback and fallback.get("points") else primary
-
-
-def heatmap(analysis: dict, records: list[dict], path: Path) -> Path | None:
-    """Steps to target over (batch size, LR); diverged, unreached and censored (stopped as
-    dominated: "> s") cells marked."""
-    target = _heatmap_target(analysis)
-    by_cell = cells(analysis, target) if target else {}
-    if not by_cell:
-        return None
-    import matplotlib.colors as mcolors  # matplotlib loads on the first figure (style.pyplot)
-
-    plt = pyplot()
-    sizes = sorted({b for b, _ in by_cell})
-    rates = sorted({lr for _, lr in by_cell}, reverse=True)
-    grid = np.full((len(rates), len(sizes)), np.nan)
-    for (b, lr), cell in by_cell.items():
-        if cell["steps"] is not None:
-            grid[rates.index(lr), sizes.index(b)] = cell["steps"]
-    fig, ax = plt.subplots(figsize=(0.9 * len(sizes) + 3.0, 0.5 * len(rates) + 2.0))
-    values = grid[np.isfinite(grid)]
-    norm = None
-    if values.size:
-        norm = mcolors.LogNorm(values.min(), max(values.max(), values.min() * 1.01))
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", norm=norm, aspect="auto")
-        fig.colorbar(image, ax=ax, label="steps to target (mean over seeds)")
-    best = {p["batch_size"]: p["best_lr"] for t in analysis.get("targets") or []
-            if t.get("name") == target for p in t.get("points") or []}
-    for (b, lr), cell in by_cell.items():
-        x, y = sizes.index(b), rates.index(lr)
-        if cell["steps"] is not None:
-            dark = norm(cell["steps"]) < 0.6
-            ax.text(x, y, number(cell["steps"]), ha="center", va="center", fontsize=7,
-                    color="white" if dark else "black")
-        else:
-            ax.add_patch(plt.Rectangle(
-                (x - 0.5, y - 0.5), 1, 1, facecolor="0.97" if cell["diverged"] else "0.85",
-                hatch="xx" if cell["diverged"] else "//" if cell["censored"] else None,
-                edgecolor="0.7", lw=0))
-            ax.text(x, y, cell_text(cell).replace("not reached", "not\nreached"), ha="center",
-                    va="center", fontsize=6.5, color="black",
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.8}
-                    if cell["diverged"] or cell["censored"] else None)
-        if best.get(b) == lr:
-            ax.add_patch(plt.Rectangle((x - 0.47, y - 0.47), 0.94, 0.94, fill=False,
-                                       edgecolor="#D55E00", lw=2.2))
-    ax.set_xticks(range(len(sizes)), [str(b) for b in sizes])
-    ax.set_yticks(range(len(rates)), [f"{lr:.3g}" for lr in rates])
-    ax.set(xlabel=_batch_label(analysis), ylabel="learning rate",
-           title=f"Steps to {target} (orange box: best LR per batch size; > s: stopped)")
-    ax.set_xlim(-0.5, len(sizes) - 0.5)
-    ax.set_ylim(len(rates) - 0.5, -0.5)
-    return save(fig, path)
+    return noise_scale_vs_loss(records, path, analysis.get("targets") or [], best_runs(analysis))
 
 
 FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {

@@ -20,8 +20,10 @@ from scaling.config.load import load_folder
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.config.optimizer_rules import weight_decay_tau
-from scaling.formatting import interval, markdown_table, number, percent
-from scaling.report import budget_report
+from scaling.analysis.intervals import describe
+from scaling.formatting import bound, count, estimate, interval, markdown_table, number, percent
+from scaling.report import answer, budget_report
+from scaling.report.captions import CAPTIONS
 from scaling.report.hyper_rules import hyper_rules_section
 from scaling.report.lr_rules import lr_conclusion, lr_rules_section
 from scaling.report.tables import best_lr_section
@@ -29,25 +31,6 @@ from scaling.store import atomic_write, read_arithmetic
 
 POOR_FIT = 0.15  # rms residual of log steps above which a fit is called poor (~16% typical error)
 WIDE_CI = 4.0  # B_crit interval hi/lo above which it is called wide
-CAPTIONS = {
-    "steps_vs_batch": "Steps to target vs batch size: measured (best LR per batch size), the "
-                      "fitted S(B) = S_min + E_min/B, and perfect scaling (slope -1).",
-    "examples_vs_steps": "Examples vs steps to target: the trade-off "
-                         "(S/S_min - 1)(E/E_min - 1) = 1; the star is B_crit at (2 S_min, 2 E_min); "
-                         "batch-size schedules, where the sweep has them, as their own markers.",
-    "lr_vs_batch": "Optimal learning rate vs batch size with the scaling rules' predictions.",
-    "noise_vs_loss": "Gradient noise scale along training, one line per run; horizontal lines "
-                     "are B_crit per target.",
-    "bcrit_vs_target": "Critical batch size (95% bootstrap interval) and B_simple per target.",
-    "heatmap": "Steps to target over batch size and learning rate (mean over seeds): the "
-               "primary target, or the LR-rules target when no run reached the primary one.",
-    "landscape": budget_report.LANDSCAPE_CAPTION,
-}
-
-
-def _with_ci(value: Any, ci: Any, bold: bool = False) -> str:
-    text = f"**{number(value)}**" if bold and value is not None else number(value)
-    return f"{text} {interval(ci)}" if ci else text
 
 
 # ---------------------------------------------------------------- the sweep in brief
@@ -91,6 +74,11 @@ def _learning_rates(cfg: Config) -> str:
     return ", ".join(number(v) for v in learning_rates(lr, min(cfg.batch.sizes)))
 
 
+def _seeds(seeds: list[int]) -> str:
+    """'1 seed (0)', '3 seeds (0, 1, 2)': how many first, since intervals depend on it."""
+    return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({', '.join(map(str, seeds))})"
+
+
 def _config_section(cfg: Config) -> list[str]:
     s, bud = cfg.schedule, cfg.budget
     task_opts = ", ".join(f"{k} {v}" for k, v in vars(cfg.task.options).items()) \
@@ -103,18 +91,20 @@ def _config_section(cfg: Config) -> list[str]:
             f"- schedule: {sched}",
             f"- batch sizes: {', '.join(str(b) for b in cfg.batch.sizes)}",
             f"- learning rates: {_learning_rates(cfg)}",
-            f"- seeds: {', '.join(str(x) for x in cfg.seeds)}",
+            f"- seeds: {_seeds(cfg.seeds)}",
             f"- budget per run: {budget or 'none'}",
             f"- targets: {', '.join(cfg.targets)}"]
 
 
-def _arithmetic(out: Path) -> list[str]:
-    """The run arithmetic the sweep recorded (a folder from before it did shows none)."""
+def _arithmetic(out: Path, cfg: Config | None) -> list[str]:
+    """The run arithmetic the sweep recorded (a folder from before it did shows none), with
+    the rules' learning rates only where the sweep set its rates by a rule."""
     recorded = read_arithmetic(out)
     if not recorded:
         return []
-    return ["### Run arithmetic", "", "```", format_table([Arithmetic(**a) for a in recorded]),
-            "```", ""]
+    ruled = cfg is None or cfg.learning_rate.mode != "grid"
+    return ["### Run arithmetic", "", "```",
+            format_table([Arithmetic(**a) for a in recorded], rule_columns=ruled), "```", ""]
 
 
 def _sweep(out: Path, analysis: dict) -> list[str]:
@@ -134,7 +124,7 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
         lines += _config_section(cfg)
     lines += [f"- runs analysed: {number(sw.get('num_runs'))}" + (f" ({statuses})" if statuses else "")]
     spent = cost_line(analysis.get("cost"))
-    return lines + ([f"- {spent}"] if spent else []) + [""] + _arithmetic(out)
+    return lines + ([f"- {spent}"] if spent else []) + [""] + _arithmetic(out, cfg)
 
 
 # ---------------------------------------------------------------- tables
@@ -178,11 +168,14 @@ def _fits(analysis: dict) -> list[str]:
     for t in analysis.get("targets") or []:
         fit, reg = t.get("fit") or {}, t.get("regimes") or {}
         first = t.get("first_crossing") or {}
+        status = fit.get("identification")
+        shown = estimate(t.get("b_crit"), t.get("b_crit_ci"), status)
+        bold = f"**{shown.split(' [')[0]}**" + shown[len(shown.split(' [')[0]):] \
+            if t.get("b_crit") is not None and (status or {}).get("identified", True) else shown
         rows.append([t["name"], number(fit.get("num_points")),
-                     _with_ci(t.get("s_min"), fit.get("s_min_ci")),
-                     _with_ci(t.get("e_min"), fit.get("e_min_ci")),
-                     _with_ci(t.get("b_crit"), t.get("b_crit_ci"), bold=True),
-                     _with_ci(first.get("b_crit"), first.get("b_crit_ci")),
+                     estimate(t.get("s_min"), fit.get("s_min_ci")),
+                     estimate(t.get("e_min"), fit.get("e_min_ci")), bold,
+                     estimate(first.get("b_crit"), first.get("b_crit_ci")),
                      t.get("b_simple"), t.get("b_noise"), t.get("b_simple_over_b_crit"),
                      fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),
                      reg.get("steps_plateau_from"),
@@ -192,6 +185,9 @@ def _fits(analysis: dict) -> list[str]:
               "perfect scaling until B", "plateau from B", "not reached at B"]
     definitions = {(t.get("regimes") or {}).get("definition") for t in analysis.get("targets") or []}
     notes = [f"Regimes: {d}" for d in sorted(d for d in definitions if d)]
+    intervals = sorted({describe(t.get("interval")) for t in analysis.get("targets") or []
+                        if t.get("fit")})
+    notes += [f"Intervals: {', '.join(intervals)}."] if intervals else []
     return ["## Trade-off fits: S(B) = S_min + E_min / B", ""] + markdown_table(header, rows) + [""] \
         + notes + ([""] if notes else [])
 
@@ -203,7 +199,7 @@ def _definitions(analysis: dict) -> list[str]:
     if not shown or not targets:
         return []
     header = ["target", "E_min / S_min"] + [name for d in shown for name, _ in d.columns]
-    rows = [[t["name"], number(t.get("b_crit"))]
+    rows = [[t["name"], bound((t.get("fit") or {}).get("identification")) or number(t.get("b_crit"))]
             + [number(read(t[d.key])) for d in shown for _, read in d.columns] for t in targets]
     lines = ["## Other definitions of the critical batch size", "",
              "McCandlish et al.'s E_min / S_min beside " + "; ".join(d.text for d in shown) + ".",
@@ -229,26 +225,26 @@ def _schedules(analysis: dict) -> list[str]:
     lines = ["## Batch-size schedules", "",
              "Each schedule at its best learning rate against three fixed batch sizes of the "
              "sweep: the one it starts from, the one with the fewest steps and the one with the "
-             "fewest examples; ratios of its steps and examples to theirs with 95% bootstrap "
-             "intervals over seeds. Against the fit: its examples over the fitted trade-off's "
+             "fewest examples; ratios of its steps and examples to theirs, each with the "
+             "interval the column \"interval\" names. Against the fit: its examples over the fitted trade-off's "
              "at the same steps, and its steps over the fit's at the same examples (the fixed "
              "batch sizes lie near 1, within the fit's residual; below 1 the schedule does "
              "better than any fixed batch size would).", ""]
     header = ["schedule", "target", "best lr", "steps", "examples", "against", "steps ratio",
-              "examples ratio", "vs fit: examples, steps"]
+              "examples ratio", "interval", "vs fit: examples, steps"]
     rows = []
     for sched in schedules:
         for t in sched["targets"]:
             if not t["reached"]:
-                rows.append([sched["name"], t["target"], "-", "not reached", "-", "-", "-", "-", "-"])
+                rows.append([sched["name"], t["target"], "-", "not reached"] + ["-"] * 6)
                 continue
             for c in t["comparisons"]:
                 rows.append([sched["name"], t["target"], number(t["best_lr"]), number(t["steps"]),
                              number(t["examples"]), f"{c['against'].replace('_', ' ')} "
                              f"(batch {c['batch_size']})",
-                             _with_ci(c["steps_ratio"], c["steps_ratio_ci"]),
-                             _with_ci(c["examples_ratio"], c["examples_ratio_ci"]),
-                             _vs_fit(t.get("vs_fit"))])
+                             estimate(c["steps_ratio"], c["steps_ratio_ci"]),
+                             estimate(c["examples_ratio"], c["examples_ratio_ci"]),
+                             describe(c.get("interval")), _vs_fit(t.get("vs_fit"))])
     lines += markdown_table(header, rows) + [""]
     for sched in schedules:
         lines.append(f"- {sched['name']}: {sched['kind']}, learning rate by the {sched['lr_rule']} "
@@ -263,9 +259,8 @@ def _throughput(analysis: dict) -> list[str]:
         return []
     header = ["batch", "runs", "examples/s", "run-steps/s", "model FLOP/s", "MFU"]
     body = [[r["batch_size"], r["runs"], number(r["examples_per_s"]),
-             number(r["run_steps_per_s"]),
-             "-" if r["model_flops_per_s"] is None else f"{r['model_flops_per_s']:.3g}",
-             percent(r["mfu"])] for r in rows]
+             number(r["run_steps_per_s"]), count(r["model_flops_per_s"]), percent(r["mfu"])]
+            for r in rows]
     return ["## Throughput", "",
             "Per batch size, the mean over its runs of their group's training speed (compile "
             "time left out). Model FLOPs are XLA's count of one run's forward and backward pass; "
@@ -311,6 +306,11 @@ def _target_conclusion(t: dict) -> list[str]:
         out.append(f"No trade-off fit for {name}: it needs the target reached at two or more "
                    "batch sizes.")
         return out
+    status = fit.get("identification") or {}
+    if not status.get("identified", True):
+        out.append(f"For {name}, B_crit is not identified by these runs: {bound(status)} "
+                   f"({status.get('why')}).")
+        return out
     b = t["b_crit"]
     sizes = [p["batch_size"] for p in t.get("points") or []]
     if sizes and b < min(sizes) / 2:
@@ -318,7 +318,9 @@ def _target_conclusion(t: dict) -> list[str]:
                    f"smallest batch size tried ({min(sizes)}; the fit gives {number(b)}), so these "
                    "runs cannot place it; a harder target, or smaller batches, would.")
         return out
-    out.append(f"For {name}, B_crit is about {number(b)}: beyond a batch of about {number(b)} each "
+    over = f" ({describe(t['interval'])})" if t.get("interval") else ""
+    out.append(f"For {name}, B_crit is about {estimate(b, t.get('b_crit_ci'), status)}{over}: "
+               f"beyond a batch of about {number(b)} each "
                "doubling of the batch buys less than half of the ideal 2x speed-up in steps"
                + (f" (at B={max(sizes)}, {100 * ideal_share(max(sizes), b):.0f}% of it)"
                   if sizes and max(sizes) > b else "") + ".")
@@ -359,7 +361,7 @@ def conclusion(analysis: dict) -> list[str]:
     sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
     sentences += lr_conclusion(analysis) + budget_report.conclusion(analysis)
     sentences += [analysis["hyper_rules"]["summary"]] if analysis.get("hyper_rules") else []
-    return ["## Conclusion", ""] + [f"- {s}" for s in sentences] + [""]
+    return ["## Notes", ""] + [f"- {s}" for s in sentences] + [""] if sentences else []
 
 
 def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
@@ -367,7 +369,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", "", *in_use.note(analysis)]
-    lines += conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
+    lines += answer.section(analysis) + conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
     steps = [_reading, _fits, best_lr_section, _definitions, _schedules, lr_rules_section,
              hyper_rules_section]
     lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]

@@ -10,7 +10,8 @@ import numpy as np
 from scaling.analysis.curves import windowed_b_noise, windowed_b_simple
 from scaling.config import ConfigError
 from scaling.formatting import number
-from scaling.report.style import batch_colours, pyplot, save
+from scaling.report.figure_data import b_crit_bar, b_crit_reading
+from scaling.report.style import batch_colours, figure, legend, log_limits, mark, save
 from scaling.store.rows import positive
 
 SMOOTH = 9  # running median over this many evaluation points: one-batch losses are noisy
@@ -51,48 +52,45 @@ def noise_series(records: list[dict], key: str,
     return out
 
 
-def _ylim(values: list[float]) -> tuple[float, float]:
-    """1st to 99th percentile with a factor-2 margin: late-training spikes go off the axis."""
-    lo, hi = np.percentile(values, [1, 99])
-    return float(lo) / 2, float(hi) * 2
-
-
-def noise_scale_vs_loss(records: list[dict], path: Path, b_crit: dict[str, float] | None = None,
+def noise_scale_vs_loss(records: list[dict], path: Path, targets: list[dict] | None = None,
                         highlight: set[str] | None = None) -> Path:
-    """B_simple (solid) and B_noise (dashed) vs loss (`loss_key`), one line per run, B_crit lines.
+    """B_simple (solid) and B_noise (dashed, thinner) vs loss (`loss_key`), one line per run,
+    and each target on that loss's B_crit at (target loss, B_crit): its interval as a bar, a
+    bound as a triangle (`targets`: analysis.json's).
 
     Usable on a single run (`scaling gns`). Runs whose id is in `highlight` are drawn bold and
-    the rest faint (None: every run bold). Both coordinates are a running median over SMOOTH
-    evaluation points. Raises ConfigError when no metrics row has both a training loss and a
-    noise scale (noise-scale measurement off, or no step taken).
+    the rest faint, their B_noise left out (None: every run bold). Both coordinates are a
+    running median over SMOOTH evaluation points; the axes hold every bold line whole. Raises
+    ConfigError when no metrics row has both a training loss and a noise scale (noise-scale
+    measurement off, or no step taken).
     """
     loss = loss_key(records)
     simple, noise = noise_series(records, "b_simple", loss), noise_series(records, "b_noise", loss)
     if not simple and not noise:
         raise ConfigError(f"b_simple: no metrics row has both {loss} and b_simple or b_noise; "
                           "expected runs trained with gns.enabled: true")
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.4, 4.6))
+    fig, ax = figure(7.8, 4.6)
     bold = {run for run, _, _, _ in simple + noise} if highlight is None else set(highlight)
     losses, scales = _draw_runs(ax, simple, noise, bold)
-    _draw_b_crit(ax, b_crit or {})
+    shown = _draw_b_crit(ax, [t for t in targets or [] if t.get("metric") == loss], loss)
     key = "solid: $B_{simple}$" + (", dashed: $B_{noise}$" if noise else "")
     key += "\nbold: best LR per batch size\nfaint: other learning rates" if highlight else ""
     ax.set(yscale="log", xscale="log",
-           xlabel=f"{loss.replace('_', ' ')} (running median of {SMOOTH} evaluations, up to each "
-                  "run's lowest; training proceeds →)",
+           xlabel=f"{loss.replace('_', ' ')}, running median of {SMOOTH} evaluations "
+                  "(training proceeds →)",
            ylabel=f"noise scale ({'sequences' if _tokens(records) else 'examples'})",
            title=f"Gradient noise scale vs {loss.replace('_', ' ')}")
-    ax.set_ylim(*_ylim(scales + [v for v in (b_crit or {}).values() if positive(v)]))
-    ax.set_xlim(max(losses) * 1.15, min(losses) / 1.15)  # inverted: training runs left to right
+    ax.set_ylim(*log_limits(scales + [y for _, y in shown], 1.3))
+    edges = losses + [x for x, _ in shown]
+    ax.set_xlim(max(edges) * 1.15, min(edges) / 1.15)  # inverted: training runs left to right
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0,
-              title=key, title_fontsize=7, alignment="left")
+    legend(ax, title=key, title_fontsize=7, alignment="left")
     return save(fig, path)
 
 
 def _draw_runs(ax: Any, simple: list, noise: list, bold: set[str]) -> tuple[list, list]:
-    """One smoothed line per run; returns the bold lines' losses and scales (all if none bold)."""
+    """One smoothed line per run (B_noise only for bold runs); returns the bold lines' losses
+    and scales (all lines' if none is bold)."""
     colours = batch_colours([b for _, b, _, _ in simple + noise])
     strong_xy: tuple[list, list] = ([], [])
     faint_xy: tuple[list, list] = ([], [])
@@ -100,26 +98,40 @@ def _draw_runs(ax: Any, simple: list, noise: list, bold: set[str]) -> tuple[list
     for series, style in ((simple, "-"), (noise, "--")):
         for run, b, loss, scale in sorted(series, key=lambda s: s[1]):
             strong = run in bold
-            label = f"B={b}" if strong and b not in labelled else None
+            if style == "--" and not strong:
+                continue
+            label = f"B={number(b)}" if strong and b not in labelled else None
             if strong:
                 labelled.add(b)
             loss, scale = _smooth(loss), _smooth(scale)
             xy = strong_xy if strong else faint_xy
             xy[0].extend(loss)
             xy[1].extend(scale)
-            ax.plot(loss, scale, style, color=colours[b], lw=1.3 if strong else 0.6,
-                    alpha=0.9 if strong else 0.15, label=label, zorder=3 if strong else 2)
+            ax.plot(loss, scale, style, color=colours[b], label=label,
+                    lw=(1.3 if style == "-" else 0.8) if strong else 0.6,
+                    alpha=(0.9 if style == "-" else 0.6) if strong else 0.15,
+                    zorder=3 if strong else 2)
     return strong_xy if strong_xy[0] else faint_xy
 
 
-def _draw_b_crit(ax: Any, b_crit: dict[str, float]) -> None:
-    """A dashed line per target's B_crit, named at its left end (one legend entry for all)."""
-    values = [(name, v) for name, v in b_crit.items() if positive(v)]
-    for i, (name, value) in enumerate(values):
-        ax.axhline(value, color="black", lw=1.0, ls="--", zorder=4,
-                   label="$B_{crit}$ per target" if i == 0 else None)
-        ax.text(0.01, value, f" {name}: {number(value)}", transform=ax.get_yaxis_transform(),
-                fontsize=6.5, va="bottom", ha="left", zorder=5)
+def _draw_b_crit(ax: Any, targets: list[dict], loss: str) -> list[tuple[float, float]]:
+    """Each `loss` target's B_crit at its loss: a point with its interval, or a bound; the
+    coordinates drawn (one legend entry for the points)."""
+    shown: list[tuple[float, float]] = []
+    label = f"$B_{{crit}}$ at each {loss.replace('_', ' ')} target (bar: its interval)"
+    for t in targets:
+        kind, at = b_crit_reading(t.get("fit") or {})
+        ends: list[float] = []
+        if kind == "point":
+            bar = b_crit_bar(t["fit"], at)
+            ax.errorbar([t["value"]], [at], fmt="D", color="black", mfc="white", ms=6,
+                        capsize=3, zorder=6, label=label, **bar)
+            label = None
+            ends = [at - bar["yerr"][0][0], at + bar["yerr"][1][0]] if bar["yerr"] else []
+        elif kind:
+            mark(ax, kind, [t["value"]], [at], "black", zorder=6)
+        shown += [(t["value"], v) for v in [at, *ends] if kind]
+    return shown
 
 
 def _tokens(records: list[dict]) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scaling.analysis.intervals import describe as interval_text
 from scaling.analysis.optimum import describe
 from scaling.formatting import markdown_table, more_than, number
 from scaling.store.rows import positive
@@ -72,8 +73,8 @@ def best_lr_section(analysis: dict) -> list[str]:
     steps at the optimum between the rates tried (with their interval) that the fit uses."""
     lines = ["## Best learning rate per batch size", "",
              "\"at the optimum\": the minimum of a parabola in (log lr, log steps) through the "
-             "best rate and its two neighbours, 95% interval over resampled seeds; the trade-off "
-             "fit uses it, or the best measured point where the best has no neighbour reached "
+             "best rate and its two neighbours, with its interval (named below each table); "
+             "the trade-off fit uses it, or the best measured point where the best has no neighbour reached "
              "on each side.", ""]
     for t in analysis.get("targets") or []:
         first = (t.get("first_crossing") or {}).get("steps") or {}
@@ -89,6 +90,9 @@ def best_lr_section(analysis: dict) -> list[str]:
                                      "at the optimum", "curvature", "fewest mean steps",
                                      "first crossing", "examples", "LRs reached/tried",
                                      "diverged", "stopped", "B_simple"], rows)
+            kinds = sorted({interval_text((p.get("optimum") or {}).get("interval"))
+                            for p in t.get("points") or [] if p.get("optimum")})
+            lines += ["", f"Intervals at the optimum: {', '.join(kinds)}."] if kinds else []
         else:
             lines.append("No batch size reached this target.")
         lines.append("")

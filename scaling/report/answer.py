@@ -1,0 +1,99 @@
+"""report.md's first screen: per target the critical batch size with its interval and what
+that interval resamples, S_min, E_min and where perfect scaling ends; then one sentence on which
+learning-rate rule the measured optima support. Everything else in the report qualifies this."""
+
+from __future__ import annotations
+
+import math
+
+from scaling.analysis.intervals import describe
+from scaling.analysis.lr_rules import LINEAR_BREAK_COST, LINEAR_BREAK_RATIO
+from scaling.formatting import estimate, markdown_table, number
+
+FIXED_RULES = ("linear", "sqrt")
+FITTED_RULES = (("noise_scale", "noise-scale rule", "noise_scale_fit", "b_noise", "B_noise"),
+                ("surge", "surge rule", "surge_fit", "b_peak", "B_peak"))
+
+
+def _row(t: dict) -> list[str]:
+    fit = t.get("fit") or {}
+    status = fit.get("identification")
+    reg = t.get("regimes") or {}
+    if not fit:
+        return [t["name"], "no fit", "-", "-", "-", number(reg.get("perfect_scaling_until"))]
+    return [t["name"], estimate(t.get("b_crit"), t.get("b_crit_ci"), status, 3),
+            describe(fit.get("interval")), estimate(t.get("s_min"), fit.get("s_min_ci")),
+            estimate(t.get("e_min"), fit.get("e_min_ci")),
+            number(reg.get("perfect_scaling_until"))]
+
+
+def _holds(rows: list[dict]) -> int | None:
+    """The largest batch size up to which a rule's rate stays within LINEAR_BREAK_RATIO of the
+    optimum either way, reaches the target and costs at most LINEAR_BREAK_COST x the best
+    steps at every batch size."""
+    last = None
+    for r in sorted(rows, key=lambda r: r["batch_size"]):
+        ratio, cost = r.get("ratio_to_optimum"), r.get("relative_cost")
+        if (ratio is None or not 1 / LINEAR_BREAK_RATIO <= ratio <= LINEAR_BREAK_RATIO
+                or cost is None or cost > LINEAR_BREAK_COST):
+            return last
+        last = r["batch_size"]
+    return last
+
+
+def _worst(rows: list[dict]) -> tuple[float, int]:
+    worst = max((r for r in rows if r.get("ratio_to_optimum")),
+                key=lambda r: abs(math.log(r["ratio_to_optimum"])))
+    return worst["ratio_to_optimum"], worst["batch_size"]
+
+
+def _off(ratio: float) -> str:
+    return f"{ratio:.2g}x high" if ratio >= 1 else f"{1 / ratio:.2g}x low"
+
+
+def lr_sentence(rules: dict) -> str | None:
+    """Which rule the measured optima support at the rules' target, in one sentence."""
+    table = rules.get("rules") or {}
+    optima = sorted(rules.get("optima") or [], key=lambda o: o["batch_size"])
+    fixed = [(name, table[name]) for name in FIXED_RULES if table.get(name)]
+    if len(optima) < 2 or not fixed:
+        return None
+    largest = optima[-1]["batch_size"]
+    name, rows = max(fixed, key=lambda nr: _holds(nr[1]) or 0)
+    until = _holds(rows)
+    text = f"Learning rate (at {rules.get('target')}): "
+    if until is None or until == optima[0]["batch_size"]:
+        text += f"no fixed rule from B = {number(optima[0]['batch_size'])} stays within " \
+                f"{LINEAR_BREAK_RATIO:g}x of the measured optimum beyond it"
+    else:
+        text += f"{name} scaling from B = {number(optima[0]['batch_size'])} stays within " \
+                f"{LINEAR_BREAK_RATIO:g}x of the measured optimum (and {LINEAR_BREAK_COST:g}x " \
+                f"the best steps) up to B = {number(until)}"
+    beyond = [o["learning_rate"] for o in optima if o["batch_size"] > (until or 0)]
+    if until is not None and until < largest and beyond:
+        spread = number(min(beyond)) if number(min(beyond)) == number(max(beyond)) else \
+            f"{number(min(beyond))}-{number(max(beyond))}"
+        text += f"; beyond it the optimum is {spread}"
+    others = [f"{other} scaling is up to {_off(_worst(rs)[0])} (B = {number(_worst(rs)[1])})"
+              for other, rs in fixed if other != name]
+    for key, label, fit_key, scale, scale_label in FITTED_RULES:
+        fit = rules.get(fit_key)
+        if table.get(key) and fit:
+            ratio, at = _worst(table[key])
+            shown = estimate(fit.get(scale), fit.get(f"{scale}_ci"),
+                             (fit.get("identification") or {}).get(scale))
+            others.append(f"the {label} fitted to the optima ({scale_label} {shown}) is at "
+                          f"worst {_off(ratio)} (B = {number(at)})")
+    return text + ("; " + "; ".join(others) if others else "") + "."
+
+
+def section(analysis: dict) -> list[str]:
+    """The first screen: the B_crit table, then the learning-rate sentence."""
+    targets = analysis.get("targets") or []
+    if not targets:
+        return []
+    header = ["target", "B_crit [95% CI]", "interval", "S_min", "E_min",
+              "perfect scaling until B"]
+    lines = ["## Answer", ""] + markdown_table(header, [_row(t) for t in targets]) + [""]
+    sentence = lr_sentence(analysis.get("lr_rules") or {})
+    return lines + ([sentence, ""] if sentence else [])
