@@ -46,9 +46,11 @@ def short_number(value: float, digits: int = 4) -> str:
 
 def count(value: Any) -> str:
     """A large count as people say it, one style for the whole report: 2,150 below a million,
-    then 2.15M, 3.58B, 1.2T ('-' for None)."""
+    then 2.15M, 3.58B, 1.2T, and from 1e15 on (FLOPs) 4.02e19 ('-' for None)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or abs(value) < 1e6:
         return number(value)
+    if abs(value) >= 1e15:
+        return short_number(value, 3)
     for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
         if abs(value) >= scale:
             return f"{value / scale:.3g}{suffix}"
@@ -89,10 +91,13 @@ def estimate(value: Any, ci: Any = None, status: Any = None, digits: int = 3,
     text = number(value, digits)
     if not ci or len(ci) != 2:
         return text
-    if status and status.get("ci_zero_width"):
+    if (status and status.get("ci_zero_width")) or ci[0] == ci[1]:
         return f"{text} (interval degenerate)"
     low, high = (status or {}).get("range") or (None, None)
     opened = (status or {}).get("ci_open") or (False, False)
+    while digits < 6 and ci[0] != ci[1] and number(ci[0], digits) == number(ci[1], digits):
+        digits += 1  # an interval narrower than the printed digits: print enough to show it
+    text = number(value, digits)
     lo = f"< {number(low / factor, digits)}" if opened[0] and low else number(ci[0], digits)
     hi = f"> {number(high * factor, digits)}" if opened[1] and high else number(ci[1], digits)
     return f"{text} [{lo}, {hi}]"

@@ -27,7 +27,7 @@ def test_the_rule_that_holds_longest_and_where_it_stops():
     text = answer.lr_sentence(_rules())
     assert text.startswith("Learning rate (at eval_loss<=1.0): linear scaling from B = 16 "
                            "stays within 2x of the measured optimum")
-    assert "up to B = 256; beyond it the optimum is 0.8;" in text
+    assert "up to B = 256; past B = 256 the optimum is 0.8;" in text
     assert text.endswith("sqrt scaling is up to 2.8x low (B = 128).")
 
 
@@ -37,7 +37,7 @@ def test_a_rule_costing_too_many_steps_stops_holding_there():
     assert answer._holds(rules["rules"]["linear"]) == 16
     assert answer._holds(rules["rules"]["sqrt"]) == 64
     assert "sqrt scaling from B = 16 stays within 2x of the measured optimum (and 1.5x the best " \
-        "steps) up to B = 64; beyond it the optimum is 0.8;" in answer.lr_sentence(rules)
+        "steps) up to B = 64; past B = 64 the optimum is 0.8;" in answer.lr_sentence(rules)
 
 
 def test_b_crit_prints_as_a_bound_where_the_runs_do_not_place_it():
@@ -62,3 +62,14 @@ def test_one_seed_says_there_is_no_interval():
          "fit": {"identification": {"identified": True}, "interval": none}}
     row = answer.section({"targets": [t]})[4]
     assert row == "| eval_loss<=1.0 | 410 | no interval (one seed) | 25 | 10,250 | 128 |"
+
+
+def test_no_fixed_rule_past_the_first_batch_names_every_rule():
+    rules = _rules()
+    for name in ("linear", "sqrt"):
+        rules["rules"][name][1]["ratio_to_optimum"] = 3.0
+    text = answer.lr_sentence(rules)
+    assert text == ("Learning rate (at eval_loss<=1.0): no fixed rule from B = 16 stays within "
+                    "2x of the measured optimum past it; past B = 16 the optimum is 0.2-0.8; "
+                    "linear scaling is up to 4x high (B = 512); sqrt scaling is up to 3x high "
+                    "(B = 32).")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from scaling.analysis import intervals
-from scaling.formatting import bound, estimate
+from scaling.formatting import bound, count, estimate
 
 
 def test_jackknife_replicates_leave_each_seed_out_once():
@@ -72,6 +72,8 @@ def test_a_value_at_the_end_of_its_search_range_is_a_bound():
     (236.0, [236.0, 236.0], intervals.identify(236.0, [236.0, 236.0], 16, 4096),
      "236 (interval degenerate)"),
     (1124.0, None, None, "1,124"),
+    (2.2614, [2.2609, 2.2618], None, "2.261 [2.261, 2.262]"),  # narrower than 3 digits
+    (2.26, [2.26, 2.26], None, "2.26 (interval degenerate)"),
 ])
 def test_estimates_print_as_what_they_are(value, ci, status, text):
     assert estimate(value, ci, status) == text
@@ -87,3 +89,10 @@ def test_describe_says_what_an_interval_resamples():
         "95% over seeds (jackknife, 3 replicates)"
     assert intervals.describe(intervals.none(intervals.ONE_SEED)) == \
         f"no interval ({intervals.ONE_SEED})"
+
+
+@pytest.mark.parametrize("value,text", [(999_999, "999,999"), (2.15e6, "2.15M"),
+                                        (3.58e9, "3.58B"), (1.2e12, "1.2T"),
+                                        (4.02e19, "4.02e19"), (None, "-")])
+def test_counts_print_in_one_style(value, text):
+    assert count(value) == text

@@ -15,6 +15,19 @@ FITTED_RULES = (("noise_scale", "noise-scale rule", "noise_scale_fit", "b_noise"
                 ("surge", "surge rule", "surge_fit", "b_peak", "B_peak"))
 
 
+AT_ZERO = 1e-6  # S_min below this share of the fewest steps measured sits at its bound, 0
+
+
+def s_min_text(t: dict) -> str:
+    """S_min with its interval, or '≈ 0 (at its bound)' where the fit pushed it to zero (steps
+    that keep halving with the batch: B_crit is then beyond the batch sizes, a bound)."""
+    fit, steps = t.get("fit") or {}, [p["steps"] for p in t.get("points") or [] if p.get("steps")]
+    value = t.get("s_min")
+    if value is not None and steps and value < AT_ZERO * min(steps):
+        return "≈ 0 (at its bound)"
+    return estimate(value, fit.get("s_min_ci"))
+
+
 def _row(t: dict) -> list[str]:
     fit = t.get("fit") or {}
     status = fit.get("identification")
@@ -22,7 +35,7 @@ def _row(t: dict) -> list[str]:
     if not fit:
         return [t["name"], "no fit", "-", "-", "-", number(reg.get("perfect_scaling_until"))]
     return [t["name"], estimate(t.get("b_crit"), t.get("b_crit_ci"), status, 3),
-            describe(fit.get("interval")), estimate(t.get("s_min"), fit.get("s_min_ci")),
+            describe(fit.get("interval")), s_min_text(t),
             estimate(t.get("e_min"), fit.get("e_min_ci")),
             number(reg.get("perfect_scaling_until"))]
 
@@ -64,7 +77,8 @@ def lr_sentence(rules: dict) -> str | None:
     text = f"Learning rate (at {rules.get('target')}): "
     if until is None or until == optima[0]["batch_size"]:
         text += f"no fixed rule from B = {number(optima[0]['batch_size'])} stays within " \
-                f"{LINEAR_BREAK_RATIO:g}x of the measured optimum beyond it"
+                f"{LINEAR_BREAK_RATIO:g}x of the measured optimum past it"
+        until, name = optima[0]["batch_size"], None
     else:
         text += f"{name} scaling from B = {number(optima[0]['batch_size'])} stays within " \
                 f"{LINEAR_BREAK_RATIO:g}x of the measured optimum (and {LINEAR_BREAK_COST:g}x " \
@@ -73,7 +87,7 @@ def lr_sentence(rules: dict) -> str | None:
     if until is not None and until < largest and beyond:
         spread = number(min(beyond)) if number(min(beyond)) == number(max(beyond)) else \
             f"{number(min(beyond))}-{number(max(beyond))}"
-        text += f"; beyond it the optimum is {spread}"
+        text += f"; past B = {number(until)} the optimum is {spread}"
     others = [f"{other} scaling is up to {_off(_worst(rs)[0])} (B = {number(_worst(rs)[1])})"
               for other, rs in fixed if other != name]
     for key, label, fit_key, scale, scale_label in FITTED_RULES:

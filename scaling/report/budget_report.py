@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from scaling.formatting import interval, markdown_table, number
+from scaling.formatting import estimate, markdown_table, number
 
 LANDSCAPE_CAPTION = ("The final metric over learning rate x batch size (filled contours, mean "
                      "over seeds; values worse than the 70th percentile share the last "
@@ -19,14 +19,10 @@ EDGE_TEXT = {"low": "at the smallest tried (no interpolation)",
              "high": "at the largest tried (no interpolation)"}
 
 
-def with_ci(value: Any, ci: Any) -> str:
-    return f"{number(value)} {interval(ci)}" if ci else number(value)
-
-
 def _per_batch(cell: dict) -> list[str]:
     rows = [[p["batch_size"], number(p.get("best_lr")), number(p.get("best_value"), 4),
-             with_ci(p.get("learning_rate"), p.get("learning_rate_ci")),
-             with_ci(p.get("value"), p.get("value_ci")),
+             estimate(p.get("learning_rate"), p.get("learning_rate_ci")),
+             estimate(p.get("value"), p.get("value_ci")),
              "yes" if p.get("interpolated") else p.get("at_edge") or "no (a neighbour failed)",
              f"{p.get('num_complete')}/{p.get('num_lrs')}", p.get("num_diverged")]
             for p in cell.get("per_batch") or []]
@@ -44,9 +40,9 @@ def optimum_sentence(cell: dict, unit: str) -> str:
     where = f" ({edge}: the optimum may lie beyond the batch sizes tried)" if edge else \
         (" (interpolated)" if opt.get("interpolated") else "")
     return (f"The lowest final {cell['metric']} is at B_opt = "
-            f"{with_ci(opt['batch_size'], opt.get('batch_size_ci'))} {unit}{where}, learning "
-            f"rate {with_ci(opt['learning_rate'], opt.get('learning_rate_ci'))}, where it is "
-            f"{with_ci(opt['value'], opt.get('value_ci'))}; the measured arg-min is B = "
+            f"{estimate(opt['batch_size'], opt.get('batch_size_ci'))} {unit}{where}, learning "
+            f"rate {estimate(opt['learning_rate'], opt.get('learning_rate_ci'))}, where it is "
+            f"{estimate(opt['value'], opt.get('value_ci'))}; the measured arg-min is B = "
             f"{best.get('batch_size')}, learning rate {number(best.get('learning_rate'))} "
             f"({number(best.get('value'), 4)}).")
 
@@ -82,7 +78,7 @@ def _rules(cell: dict) -> list[str]:
     optimum = {o["batch_size"]: o["learning_rate"] for o in rules.get("optima") or []}
     rows = [[name.replace("_", "-"), r["batch_size"], number(optimum.get(r["batch_size"])),
              number(r["learning_rate"]), number(r["ratio_to_optimum"]), number(r["value"], 4),
-             number(r["excess"]), r.get("note") or "-"]
+             "-" if r["excess"] is None else f"{r['excess']:.4f}", r.get("note") or "-"]
             for name, entries in rules["rules"].items() for r in entries]
     return lines + markdown_table(["rule", "batch", "optimal LR", "predicted LR",
                                    "ratio to optimum", f"{cell['metric']} there",
@@ -108,7 +104,7 @@ def section(analysis: dict) -> list[str]:
     b_crit = cell.get("b_crit")
     if b_crit:
         lines += [f"Beside it, B_crit at {b_crit['target']} is "
-                  f"{with_ci(b_crit['value'], b_crit.get('ci'))} (the steps view).", ""]
+                  f"{estimate(b_crit['value'], b_crit.get('ci'))} (the steps view).", ""]
     return lines + _per_batch(cell) + [""] + _rules(cell)
 
 

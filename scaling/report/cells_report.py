@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 from scaling.analysis import in_use
-from scaling.formatting import count, interval, markdown_table, number, text_table
+from scaling.formatting import count, estimate, interval, markdown_table, number, text_table
 from scaling.report import budget_report, law_figures
-from scaling.report.budget_report import with_ci
 from scaling.store import atomic_write
 
 LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
@@ -57,7 +56,7 @@ def _argmin(law: dict) -> str:
 
 def laws_table(analysis: dict) -> list[str]:
     laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
-    rows = [[LAW_NAMES.get(name, name), with_ci(law["coefficient"], law.get("coefficient_ci")),
+    rows = [[LAW_NAMES.get(name, name), estimate(law["coefficient"], law.get("coefficient_ci")),
              _exponent(law, "params"), _exponent(law, "tokens"), _alone(law, "tokens"),
              _argmin(law), number(law.get("rms_log_residual")), number(law.get("num_cells"))]
             for name, law in laws.items() if law]
@@ -83,10 +82,10 @@ def _cells_table(analysis: dict) -> list[str]:
                      count(c.get("compute")), number(c.get("num_runs")),
                      (c.get("interval") or {}).get("resamples") or "-",
                      f"{best.get('batch_size')}, {number(best.get('learning_rate'))}",
-                     with_ci(opt.get("batch_size"), opt.get("batch_size_ci")),
-                     with_ci(opt.get("learning_rate"), opt.get("learning_rate_ci")),
-                     with_ci(opt.get("value"), opt.get("value_ci")), opt.get("at_edge") or "-",
-                     with_ci(b_crit.get("value"), b_crit.get("ci"))])
+                     estimate(opt.get("batch_size"), opt.get("batch_size_ci")),
+                     estimate(opt.get("learning_rate"), opt.get("learning_rate_ci")),
+                     estimate(opt.get("value"), opt.get("value_ci")), opt.get("at_edge") or "-",
+                     estimate(b_crit.get("value"), b_crit.get("ci"))])
     return markdown_table(["cell", "N", "D", "C (FLOPs)", "runs", "interval", "arg-min B, LR",
                            "B_opt [95% CI]", "eta* [95% CI]", "metric there [95% CI]",
                            "B_opt at edge", "B_crit [95% CI]"], rows)

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from scaling.analysis import in_use
+from scaling.analysis.intervals import describe
 from scaling.errors import ConfigError
-from scaling.formatting import estimate, interval, markdown_table, number
+from scaling.formatting import estimate, markdown_table, number
 from scaling.report.figures import best_runs
 from scaling.report.noise_figure import loss_key, noise_series
 from scaling.report.figure_data import b_crit_reading
@@ -175,13 +176,15 @@ def noise_vs_loss(sweeps: list[Sweep], path: Path) -> Path | None:
 
 
 def table(sweeps: list[Sweep], names: list[str]) -> list[str]:
-    header = ["sweep", "target", "B_crit", "interval", "S_min", "E_min", "B_simple",
+    header = ["sweep", "target", "B_crit [95% CI]", "interval", "S_min", "E_min", "B_simple",
               "B_simple / B_crit"]
     rows = []
     for s in sweeps:
         for name in names:
             t = s.target(name)
-            rows.append([s.label, name, number(t.get("b_crit")), interval(t.get("b_crit_ci")),
+            status = (t.get("fit") or {}).get("identification")
+            rows.append([s.label, name, estimate(t.get("b_crit"), t.get("b_crit_ci"), status),
+                         describe(t.get("interval")) if t.get("interval") else "-",
                          number(t.get("s_min")), number(t.get("e_min")),
                          number(t.get("b_simple")), number(t.get("b_simple_over_b_crit"))])
     return markdown_table(header, rows)

@@ -173,8 +173,8 @@ def _fits(analysis: dict) -> list[str]:
         bold = f"**{shown.split(' [')[0]}**" + shown[len(shown.split(' [')[0]):] \
             if t.get("b_crit") is not None and (status or {}).get("identified", True) else shown
         rows.append([t["name"], number(fit.get("num_points")),
-                     estimate(t.get("s_min"), fit.get("s_min_ci")),
-                     estimate(t.get("e_min"), fit.get("e_min_ci")), bold,
+                     answer.s_min_text(t), estimate(t.get("e_min"), fit.get("e_min_ci")),
+                     bold,
                      estimate(first.get("b_crit"), first.get("b_crit_ci")),
                      t.get("b_simple"), t.get("b_noise"), t.get("b_simple_over_b_crit"),
                      fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),

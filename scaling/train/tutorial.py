@@ -1,9 +1,12 @@
 """A tutorial-style training loop over the engine's own pieces: what most training scripts do,
 kept as the baseline `scaling bench` times the engine against.
 
-The runs train one after another, a jitted step is called from Python every step and its loss
-read back (a host sync per step), and the evaluation is a jitted call at the same points the
-engine evaluates. It trains the same runs as the engine: the same initial parameters, the same
+The runs train one after another; every step is one call of one jitted function (it takes the
+batch out of the data by the epoch's permutation, or draws it, then takes the step) and its
+loss is read back (a host sync per step, as a tutorial's logging does); the evaluation is a
+jitted call at the same points the engine evaluates. Nothing else runs per step, so the loop is
+as fast as a plain one written by hand (experiments/bench_plain.py measures the two side by
+side). It trains the same runs as the engine: the same initial parameters, the same
 batches (the engine's permutation of each epoch, or the task's draws from the same keys), the
 same optimizer, schedule and precision, so the final losses agree up to float32 rounding
 (which training amplifies over many steps).
@@ -50,14 +53,19 @@ class TutorialLoop:
         self.points = set(int(p) for p in self.spec.eval_points)
 
     def _step(self, params: Any, opt_state: Any, base_lr: jax.Array, data_key: jax.Array,
-              step: jax.Array, batch: Any, weights: jax.Array, data: Any) -> tuple:
-        """One step of one run; `data` is the task's data where the task draws the batch."""
+              step: jax.Array, perm: Any, data: Any) -> tuple:
+        """One step of one run: the batch from the data, by this epoch's permutation `perm`
+        (finite data) or drawn by the task, then the update."""
         spec, task = self.spec, self.task
         if spec.data.num_train is None:
             batch = task.sample(jax.random.fold_in(data_key, step), spec.batch_size, data)
+            weights = jnp.ones(spec.batch_size)
         else:
+            start = (step % spec.data.steps_per_epoch) * spec.batch_size
+            idx = jax.lax.dynamic_slice_in_dim(perm, start, spec.batch_size)
+            weights = (start + jnp.arange(spec.batch_size) < spec.data.num_train).astype(jnp.float32)
             key = jax.random.fold_in(jax.random.fold_in(data_key, AUGMENT_STREAM), step)
-            batch = task.augment(key, batch)
+            batch = task.augment(key, {k: v[idx] for k, v in data.items()})
 
         def mean_loss(p: Any) -> jax.Array:
             losses = self.program.loss(p, batch)
@@ -70,17 +78,6 @@ class TutorialLoop:
         updates, opt_state = self.tx(**opt_state.hyperparams).update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    def _batch(self, perm: Any, step: int) -> tuple[Any, jax.Array]:
-        """The engine's batch at `step` from this epoch's permutation (finite data), else none:
-        the step draws it from the task."""
-        spec = self.spec
-        if spec.data.num_train is None:
-            return {}, jnp.ones(spec.batch_size)
-        start = (step % spec.data.steps_per_epoch) * spec.batch_size
-        idx = perm[start:start + spec.batch_size]
-        weights = (start + jnp.arange(spec.batch_size) < spec.data.num_train).astype(jnp.float32)
-        return {k: v[idx] for k, v in self.data.items()}, weights
-
     def train(self, run: RunSpec, steps: int | None = None) -> float:
         """One run to the end (or `steps` steps); its last evaluation's loss."""
         spec = self.spec
@@ -88,14 +85,13 @@ class TutorialLoop:
         params = self.task.init(init_key)
         hparams = {k: jnp.asarray(getattr(run, k), jnp.float32) for k in HYPERPARAMS[spec.optimizer]}
         opt_state = self.tx(**hparams).init(params)
-        final, perm = float(self.evaluate(params, self.eval_data)["eval_loss"]), None
-        drawn = self.data if spec.data.num_train is None else {}
+        final = float(self.evaluate(params, self.eval_data)["eval_loss"])
+        perm = jnp.zeros(0, jnp.int32)
         for step in range(steps or spec.total_steps):
             if spec.data.num_train is not None and step % spec.data.steps_per_epoch == 0:
                 perm = self.new_perm(data_key, step // spec.data.steps_per_epoch)
-            batch, weights = self._batch(perm, step)
             params, opt_state, loss = self.step(params, opt_state, hparams["learning_rate"],
-                                                data_key, step, batch, weights, drawn)
+                                                data_key, step, perm, self.data)
             float(loss)  # the per-step host sync of a tutorial's logging
             if step + 1 in self.points:
                 final = float(self.evaluate(params, self.eval_data)["eval_loss"])
