@@ -151,7 +151,8 @@ def study(name: str, seeds: int) -> dict:
     runner.run(sweep_config(name, seeds), out, quiet=True)
     records = store.load(out)
     table = run_table(records, target_names(name), sweep_reading(out),
-                      clip=clipped_reading(yaml.safe_load((out / "sweep.yaml").read_text())))
+                      clip=clipped_reading(yaml.safe_load((out / "sweep.yaml").read_text()),
+                                           records))
     rows, rng = [], np.random.default_rng(0)
     for size in GROUP_SIZES:
         methods = intervals.METHODS if size > 1 else (intervals.DEFAULT_METHOD,)

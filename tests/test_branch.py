@@ -98,6 +98,38 @@ def test_a_folder_saved_at_other_points_is_refused(tmp_path):
     assert [b["factor"] for b in point["branches"]] == [4]
 
 
+class _Tracker:
+    """Records what a tracker hears: runs started, rows logged, runs finished."""
+
+    def __init__(self) -> None:
+        self.started, self.finished, self.logged = [], [], {}
+
+    def start(self, run_id, config, resume_step):
+        self.started.append(run_id)
+
+    def log(self, run_id, rows):
+        self.logged[run_id] = self.logged.get(run_id, 0) + len(rows)
+
+    def finish(self, run_id, summary):
+        self.finished.append(run_id)
+
+    def close(self):
+        pass
+
+
+def test_every_base_and_branch_run_reaches_the_trackers(tmp_path, monkeypatch):
+    """One tracker run per base run and per branch run (log.wandb promises one W&B run per
+    training run), each fed rows and finished."""
+    tracker = _Tracker()
+    monkeypatch.setattr(session_mod, "open_trackers", lambda cfg, out: [tracker])
+    branch.run(config(NQM, "branch.points=[800]"), tmp_path, quiet=True)
+    base = sorted(p.name for p in (tmp_path / "base" / "runs").iterdir())
+    branches = sorted(p.name for p in (tmp_path / "branches" / "runs").iterdir())
+    assert len(base) == 2 and len(branches) == 2 * 2  # 2 seeds; factors 2 and 4 at one point
+    assert sorted(tracker.started) == sorted(tracker.finished) == sorted(base + branches)
+    assert all(tracker.logged.get(r, 0) > 0 for r in base + branches)
+
+
 # ---------------------------------------------------------------- the engine's part
 
 

@@ -5,14 +5,21 @@ batch size and target; the stopped runs are censored, never missing, and cost le
 from __future__ import annotations
 
 import json
+from dataclasses import fields, replace
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from scaling.analysis import analyze as A
+from scaling.analysis.analyze import clipped_reading
 from scaling.sweep import runner
 from scaling.sweep.grid import PlannedRun
-from scaling.sweep.stopping import Dominance, diverged
+from scaling.config.names import OPTIMIZER_AXES, OPTIMIZER_TABLE
+from scaling.sweep.stopping import Dominance, axes_key, diverged
 from scaling.train.spec import RunSpec
+from scaling.train.step import blown
 from tests.helpers import config
 
 NQM = {"task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
@@ -98,6 +105,21 @@ def test_divergence_is_read_from_the_rows_as_the_engine_reads_it():
     assert diverged([{"step": 0, "eval_loss": 1.0}, {"step": 5, "eval_loss": None}], 10.0)
 
 
+def test_the_host_and_the_device_share_one_divergence_rule():
+    """Random curves: the host's reading of the rows and the jitted rule on the device agree
+    at every point (inf, nan and values around the factor included)."""
+    rng = np.random.default_rng(0)
+    first = rng.uniform(0.5, 3.0, 200)
+    last = first * rng.choice([0.5, 9.99, 10.0, 10.01, 30.0], 200)
+    last[::17], last[5::23] = np.inf, np.nan
+    device = np.asarray(jax.jit(lambda a, b: blown(a, b, 10.0))(jnp.asarray(last, jnp.float32),
+                                                                 jnp.asarray(first, jnp.float32)))
+    host = [diverged([{"step": 0, "eval_loss": float(f)}, {"step": 9, "eval_loss": float(v)}],
+                     10.0) for f, v in zip(first, last)]
+    close = np.isclose(last, 10.0 * first, rtol=1e-6)  # float32 against float64 at the edge
+    assert np.array_equal(device[~close], np.array(host)[~close])
+
+
 @pytest.mark.slow
 def test_short_runs_stop_sooner_in_shorter_chunks(tmp_path):
     """250-step runs with chunk_steps 100: in whole chunks a stop decided at step 100 acts at
@@ -113,3 +135,27 @@ def test_short_runs_stop_sooner_in_shorter_chunks(tmp_path):
     assert stopped(short) and all(steps % 16 == 0 for steps in stopped(short).values())
     assert stopped(whole) and all(steps >= 200 for steps in stopped(whole).values())
     assert sum(s["examples"] for s in short) < sum(s["examples"] for s in whole)
+
+
+def test_runs_compared_for_dominance_share_every_optimizer_scalar_but_the_rate():
+    """axes_key comes from the optimizer table: a run differing in any per-run scalar of any
+    optimizer (momentum, weight decay, betas, eps) is never compared with the other, and every
+    such scalar is a field of RunSpec (so a new one cannot be left out silently)."""
+    scalars = {n for o in OPTIMIZER_TABLE.values() for n in o.hyperparams} - {"learning_rate"}
+    assert set(OPTIMIZER_AXES) == scalars == {"momentum", "weight_decay", "b1", "b2", "eps"}
+    assert scalars <= {f.name for f in fields(RunSpec)}
+    base = PlannedRun("a", 8, RunSpec(0.1, 0))
+    for name in OPTIMIZER_AXES:
+        other = PlannedRun("b", 8, replace(base.spec, **{name: getattr(base.spec, name) + 0.5}))
+        assert axes_key(other) != axes_key(base), name
+    assert axes_key(PlannedRun("c", 8, RunSpec(0.3, 1))) == axes_key(base)  # rate and seed
+
+
+def test_the_analysis_reads_the_clipping_the_sweep_recorded():
+    """Decided once at write (Config.reading_extension) and recorded in every summary; the
+    analysis reads the record, and only a folder without one falls back to its sweep.yaml."""
+    stops = {"budget": {"reading_extension": 1.5}, "train": {"stop_at_targets": True}}
+    recorded = [{"summary": {"reading_clip": True}}, {"summary": {"reading_clip": True}}]
+    assert clipped_reading(stops, recorded) is True  # the record wins over the YAML's guess
+    assert clipped_reading(stops, [{"summary": {}}]) is False
+    assert clipped_reading({"budget": {"reading_extension": False}}, [{"summary": {}}]) is True

@@ -13,6 +13,7 @@ from scaling import config as config_mod, store
 from scaling.config import targets
 from scaling.config.targets import Reach, crossing, window_edges, window_mean
 from scaling.sweep import runner
+from scaling.train import reach as engine
 
 
 def rows_of(values, steps=None, key="eval_loss"):
@@ -200,3 +201,28 @@ def test_an_undecided_target_is_never_read_below_the_bound(reach):
     assert checked > 100
     assert targets.undecided_bound(np.array([0.0, 10, 20, 30, 39]), Reach("smoothed", 2.0)) == 10
     assert targets.undecided_bound(np.array([0.0, 10, 20, 30, 39]), Reach("first")) == 39
+
+
+@pytest.mark.parametrize("reach", [Reach("first"), Reach("sustained", 1.5), Reach("smoothed", 1.5),
+                                   Reach("smoothed", 2.0)])
+def test_the_engines_stop_and_the_analysis_reading_agree_on_random_curves(reach):
+    """Each reach rule has two homes, numpy for the analysis (config.targets.crossing) and jit
+    for the engine's stop (train.reach.update): on noisy falling curves, at every evaluation
+    point, the engine counts a target settled exactly when the rows so far decide it."""
+    rng = np.random.default_rng(2)
+    target = ("eval_loss", "<=", 1.0)
+    step_fn = jax.jit(lambda st, v, s, p, sched: engine.update(
+        st, reach, (target,), {"eval_loss": v}, s, p, sched, jax.numpy.asarray(True)))
+    compared = 0
+    for _ in range(12):
+        steps = np.unique(np.concatenate([[0], rng.integers(1, 400, 30)]))
+        values = 3.0 * np.exp(-steps / rng.uniform(40, 250)) + rng.normal(0, 0.15, len(steps))
+        sched = engine.schedule(steps, int(steps[-1]) + 1, 0, reach)
+        state, rows = engine.init(1, len(steps), reach), rows_of(values, steps)
+        for p, (s, v) in enumerate(zip(steps, values)):
+            state = step_fn(state, jax.numpy.float32(v), jax.numpy.int32(s), jax.numpy.int32(p),
+                            sched)
+            decided = crossing(rows[:p + 1], "eval_loss<=1.0", reach) is not None
+            assert bool(state.settled[0]) == decided, (reach, list(steps[:p + 1]), p)
+            compared += 1
+    assert compared > 300

@@ -152,10 +152,15 @@ def _reach_of(cfg: dict) -> Reach:
     return Reach(**section) if section else FIRST
 
 
-def clipped_reading(cfg: dict) -> bool:
+def clipped_reading(cfg: dict, records: list[dict]) -> bool:
     """Whether runs whose reading window the budget cut off are read with the window clipped
-    (flagged): where the sweep ran no reading extension (budget.reading_extension off or 1,
-    runs that did not stop at their targets, or a folder from before it existed)."""
+    (flagged): what the sweep decided and recorded in its summaries (`reading_clip`, from
+    Config.reading_extension); for a folder from before they recorded it, or an import, where
+    the sweep ran no reading extension (budget.reading_extension off or 1, runs that did not
+    stop at their targets, or a folder from before the extension existed)."""
+    recorded = {r["summary"]["reading_clip"] for r in records if "reading_clip" in r["summary"]}
+    if len(recorded) == 1:
+        return recorded.pop()
     ext = (cfg.get("budget") or {}).get("reading_extension", False)
     stops = (cfg.get("train") or {}).get("stop_at_targets", True)
     return ext is False or ext is None or ext <= 1 or not stops
@@ -238,7 +243,7 @@ def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootst
     need(bool(targets) or view != "steps", "targets", f"none in {out}",
          "at least one, e.g. eval_loss<=1.0 (or analysis.view: fixed_budget)")
     _check_metrics(records + scheduled, targets, reach)
-    table = run_table(records, targets, reach, clip=clipped_reading(cfg))
+    table = run_table(records, targets, reach, clip=clipped_reading(cfg, records))
     examples = budgets(arithmetic, records)
     surge = surge_rule(cfg, records)
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how, examples,

@@ -38,6 +38,10 @@ OPTIMIZER_TABLE: dict[str, Optimizer] = {
 }
 OPTIMIZERS = tuple(OPTIMIZER_TABLE)
 HYPERPARAMS: dict[str, tuple[str, ...]] = {k: o.hyperparams for k, o in OPTIMIZER_TABLE.items()}
+# Every per-run optimizer scalar but the learning rate: the axes a run shares with the runs it
+# is compared with (a new one in the table above becomes an axis, it cannot be missed).
+OPTIMIZER_AXES: tuple[str, ...] = tuple(sorted(
+    {name for o in OPTIMIZER_TABLE.values() for name in o.hyperparams} - {"learning_rate"}))
 
 SCHEDULES = ("constant", "linear", "cosine")
 LR_MODES = ("grid", "rule", "centered")

@@ -47,10 +47,12 @@ def run_summary(run_id: str, status: str, rows: list[dict[str, Any]], *, batch_s
                 targets: Sequence[str], reach: Reach, clip: bool = False,
                 **extra: Any) -> dict[str, Any]:
     """A run's summary.json; `extra` adds the group's facts (task, optimizer, timing,
-    throughput) and any a driver records (a schedule's batch path, a branch's factor). With
-    `clip` (no reading extension), `reading_clipped` names the targets read with their window
-    cut at the run's end."""
+    throughput) and any a driver records (a schedule's batch path, a branch's factor).
+    `reading_clip` records `clip` (Config.reading_extension <= 1: no reading extension, so a
+    window the run's end cuts is read clipped), which the analysis reads back rather than
+    deciding again; with it, `reading_clipped` names the targets read so."""
     to_steps = steps_to_targets(rows, targets, reach, status == "diverged", clip)
+    extra["reading_clip"] = clip
     if clip:
         whole = steps_to_targets(rows, targets, reach, status == "diverged")
         extra["reading_clipped"] = [t for t in targets if to_steps[t] is not None

@@ -40,6 +40,7 @@ from scaling.sweep.claiming import GroupClaims, claim_name
 from scaling.sweep.prepare import Prepared as SweepPrepared, prepare as prepare_sweep
 from scaling.sweep.segments import budget_in_examples
 from scaling.sweep.session import Session
+from scaling.sweep.trackers import TrackerSink
 from scaling.sweep.writer import Writer
 from scaling.train import start as start_mod
 from scaling.train.checkpoint import GroupCheckpoints
@@ -303,9 +304,10 @@ class _Branches:
         desc = f"step {group[0].point}, batch {group[0].batch_size}: {len(group)} branches"
         bar = progress.GroupProgress(self.session.shown_here(), desc, first + group[0].steps,
                                      group[0].batch_size, len(group), first)
-        writer = Writer(self.folder, [b.run_id for b in group],
-                        [self.run_config(b) for b in group], self._count(group[0]))
-        sinks = [writer, bar, *self.claims.sinks()]
+        ids, configs = [b.run_id for b in group], [self.run_config(b) for b in group]
+        writer = Writer(self.folder, ids, configs, self._count(group[0]))
+        sinks = [writer, TrackerSink(self.session.trackers, ids, configs), *self.session.hooks,
+                 bar, *self.claims.sinks()]
         try:
             end = run_group(program, start, self.ctx.data, self.ctx.eval_data, sinks,
                             until=first + group[0].steps)

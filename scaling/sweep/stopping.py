@@ -10,22 +10,23 @@ the same optimizer scalars (grid axes other than the learning rate), as the anal
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 
 from scaling import store
 from scaling.config import Config
+from scaling.config.names import OPTIMIZER_AXES
 from scaling.sweep import search
 from scaling.sweep.grid import PlannedRun
 from scaling.train.sinks import Records, Sink
+from scaling.train.step import blown
 
 
 def axes_key(run: PlannedRun) -> tuple:
-    """The optimizer scalars a run shares with the runs it is compared with."""
-    s = run.spec
-    return (s.momentum, s.weight_decay, s.b1, s.b2, s.eps)
+    """The optimizer scalars a run shares with the runs it is compared with: every one in the
+    optimizer table but the learning rate (names.OPTIMIZER_AXES)."""
+    return tuple(getattr(run.spec, name) for name in OPTIMIZER_AXES)
 
 
 def diverged(rows: list[dict[str, Any]], factor: float) -> bool:
@@ -34,8 +35,8 @@ def diverged(rows: list[dict[str, Any]], factor: float) -> bool:
     losses = [r.get("eval_loss") for r in rows if "eval_loss" in r]
     if not losses:
         return False
-    last = losses[-1]
-    return last is None or not math.isfinite(last) or last > factor * losses[0]
+    last = np.float64(np.nan if losses[-1] is None else losses[-1])
+    return bool(blown(last, losses[0], factor, np))
 
 
 def neighbours_needed_within(cfg: Config, out: Any, batch_size: int) -> float | None:

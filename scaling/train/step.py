@@ -191,6 +191,12 @@ class RunStep:
                          loss_count=reset(rs.loss_count))
         return rs, row
 
+def blown(loss: Any, start_loss: Any, factor: float, xp: Any = jnp) -> Any:
+    """Divergence, the one definition: the loss not finite, or above `factor` x the run's
+    first. Under jit on the device (xp = jax.numpy) and on the host from the rows (numpy)."""
+    return ~xp.isfinite(loss) | (loss > factor * start_loss)
+
+
 def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss: jax.Array,
                 here: jax.Array, point: jax.Array, all_hit: jax.Array,
                 unconfirmed: jax.Array) -> jax.Array:
@@ -199,8 +205,8 @@ def next_status(spec: GroupSpec, status: jax.Array, loss: jax.Array, start_loss:
     targets; or at its end with every target, or no targets), out of budget at its end, or
     still running. Its end is the budget's last step, or, with a reading extension, the first
     evaluation past it where no target waits for its reading (at most spec.last_step)."""
-    blown = ~jnp.isfinite(loss) | (loss > spec.stopping.divergence_factor * start_loss)
-    status = jnp.where(here & blown, Status.DIVERGED, status)
+    status = jnp.where(here & blown(loss, start_loss, spec.stopping.divergence_factor),
+                       Status.DIVERGED, status)
     done_targets = here & all_hit & spec.stopping.stop_at_targets & (status == Status.RUNNING)
     status = jnp.where(done_targets, Status.COMPLETED, status)
     waits = unconfirmed & (point < spec.last_step)
