@@ -73,3 +73,14 @@ def test_no_fixed_rule_past_the_first_batch_names_every_rule():
                     "2x of the measured optimum past it; past B = 16 the optimum is 0.2-0.8; "
                     "linear scaling is up to 4x high (B = 512); sqrt scaling is up to 3x high "
                     "(B = 32).")
+
+
+def test_a_fit_parameter_pushed_to_zero_prints_at_its_bound():
+    """adam_surge's easiest target: about 15 steps at every batch size, E_min fits to 5e-15
+    (B_crit '< 4'); steps that keep halving push S_min to zero instead."""
+    points = [{"batch_size": b, "steps": s} for b, s in ((4, 15.0), (16, 14.5), (64, 14.6))]
+    flat = {"points": points, "s_min": 14.5, "e_min": 5.02e-15, "fit": {}}
+    assert answer.e_min_text(flat) == "≈ 0 (at its bound)" and answer.s_min_text(flat) == "14.5"
+    halving = {"points": points, "s_min": 1.29e-13, "e_min": 5612.0, "fit": {}}
+    assert answer.s_min_text(halving) == "≈ 0 (at its bound)"
+    assert answer.e_min_text(halving) == "5,612"

@@ -18,14 +18,27 @@ FITTED_RULES = (("noise_scale", "noise-scale rule", "noise_scale_fit", "b_noise"
 AT_ZERO = 1e-6  # S_min below this share of the fewest steps measured sits at its bound, 0
 
 
+def _points_steps(t: dict) -> list[float]:
+    return [p["steps"] for p in t.get("points") or [] if p.get("steps")]
+
+
 def s_min_text(t: dict) -> str:
     """S_min with its interval, or '≈ 0 (at its bound)' where the fit pushed it to zero (steps
     that keep halving with the batch: B_crit is then beyond the batch sizes, a bound)."""
-    fit, steps = t.get("fit") or {}, [p["steps"] for p in t.get("points") or [] if p.get("steps")]
-    value = t.get("s_min")
+    fit, steps, value = t.get("fit") or {}, _points_steps(t), t.get("s_min")
     if value is not None and steps and value < AT_ZERO * min(steps):
         return "≈ 0 (at its bound)"
     return estimate(value, fit.get("s_min_ci"))
+
+
+def e_min_text(t: dict) -> str:
+    """E_min with its interval, or '≈ 0 (at its bound)' where E_min / B is nothing beside the
+    fewest steps at every batch size tried (steps flat in B: B_crit below the batches)."""
+    fit, steps, value = t.get("fit") or {}, _points_steps(t), t.get("e_min")
+    sizes = [p["batch_size"] for p in t.get("points") or []]
+    if value is not None and steps and sizes and value / min(sizes) < AT_ZERO * min(steps):
+        return "≈ 0 (at its bound)"
+    return estimate(value, fit.get("e_min_ci"))
 
 
 def _row(t: dict) -> list[str]:
@@ -35,8 +48,7 @@ def _row(t: dict) -> list[str]:
     if not fit:
         return [t["name"], "no fit", "-", "-", "-", number(reg.get("perfect_scaling_until"))]
     return [t["name"], estimate(t.get("b_crit"), t.get("b_crit_ci"), status, 3),
-            describe(fit.get("interval")), s_min_text(t),
-            estimate(t.get("e_min"), fit.get("e_min_ci")),
+            describe(fit.get("interval")), s_min_text(t), e_min_text(t),
             number(reg.get("perfect_scaling_until"))]
 
 

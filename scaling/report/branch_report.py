@@ -135,6 +135,9 @@ def _points_table(branching: dict) -> list[str]:
     return markdown_table(header, rows)
 
 
+MIN_DISTINCT = 3  # local values below this many distinct ones: no correlation worth quoting
+
+
 def point_interval(point: dict) -> str:
     """A point's interval over seeds: none at a lower bound, and 'every replicate' where all
     agree, so no width to show (the local B_crit is one of the branch batch sizes, so replicates can tie)."""
@@ -179,7 +182,8 @@ def conclusion(branching: dict) -> list[str]:
                    "read those with care.")
     agree = branching.get("noise_scale_agreement")
     if agree:
-        corr = agree["log_correlation"]
+        distinct = len({p["local_b_crit"] for p in points})
+        corr = agree["log_correlation"] if distinct >= MIN_DISTINCT else None
         out.append(f"Across {agree['points']} points the local critical batch size was "
                    f"{number(agree['ratio_min'])}x to {number(agree['ratio_max'])}x B_simple "
                    f"(median {number(agree['ratio_median'])}x)"

@@ -173,10 +173,11 @@ def _fits(analysis: dict) -> list[str]:
         bold = f"**{shown.split(' [')[0]}**" + shown[len(shown.split(' [')[0]):] \
             if t.get("b_crit") is not None and (status or {}).get("identified", True) else shown
         rows.append([t["name"], number(fit.get("num_points")),
-                     answer.s_min_text(t), estimate(t.get("e_min"), fit.get("e_min_ci")),
-                     bold,
+                     answer.s_min_text(t), answer.e_min_text(t), bold,
                      estimate(first.get("b_crit"), first.get("b_crit_ci")),
-                     t.get("b_simple"), t.get("b_noise"), t.get("b_simple_over_b_crit"),
+                     t.get("b_simple"), t.get("b_noise"),
+                     t.get("b_simple_over_b_crit") if (status or {}).get("identified", True)
+                     else None,
                      fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),
                      reg.get("steps_plateau_from"),
                      ", ".join(str(b) for b in t.get("unreached_batch_sizes") or []) or "-"])
@@ -318,7 +319,8 @@ def _target_conclusion(t: dict) -> list[str]:
                    f"smallest batch size tried ({min(sizes)}; the fit gives {number(b)}), so these "
                    "runs cannot place it; a harder target, or smaller batches, would.")
         return out
-    over = f" ({describe(t['interval'])})" if t.get("interval") else ""
+    record = t.get("interval") or {}
+    over = f" ({describe(record)})" if record.get("resamples", "none") != "none" else ""
     out.append(f"For {name}, B_crit is about {estimate(b, t.get('b_crit_ci'), status)}{over}: "
                f"beyond a batch of about {number(b)} each "
                "doubling of the batch buys less than half of the ideal 2x speed-up in steps"
