@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from scaling.formatting import interval, number as num
+from scaling.analysis.intervals import describe
+from scaling.formatting import estimate, interval, number as num
+from scaling.report.answer import lr_sentence
+from scaling.report.branch_report import point_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -27,32 +30,54 @@ def _load(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _has_records(value) -> bool:
+    """Whether an analysis holds any `interval` record: analysed since intervals say what they
+    resample (an older one is listed as not re-analysed, its intervals left out)."""
+    if isinstance(value, dict):
+        record = value.get("interval")
+        return (isinstance(record, dict) and "resamples" in record) or any(
+            map(_has_records, value.values()))
+    return isinstance(value, list) and any(map(_has_records, value))
+
+
+def _identified(t: dict) -> bool:
+    return ((t.get("fit") or {}).get("identification") or {}).get("identified", True)
+
+
+def _b_crit_cells(t: dict, fresh: bool) -> tuple[str, str]:
+    """B_crit with its interval (or the bound it is), and what the interval resamples."""
+    fit = t.get("fit") or {}
+    if not fresh:
+        return num(t.get("b_crit")), "not re-analysed (interval left out)"
+    if t.get("b_crit") is None:
+        return "no fit", "-"
+    return (estimate(t["b_crit"], t.get("b_crit_ci"), fit.get("identification")),
+            describe(t.get("interval")))
+
+
 def study_rows(name: str, analysis: dict, study: dict | None) -> list[str]:
     """One table row per target of one study."""
     sweep, rows = analysis["sweep"], []
     rules = analysis.get("lr_rules") or {}
     breaks = rules.get("linear_breaks_at")
     finding = ("linear LR scaling holds over the grid" if rules and breaks is None else
-               f"linear LR scaling over-shoots from B = {breaks}" if breaks else "-")
+               f"linear LR scaling over-shoots from B = {num(breaks)}" if breaks else "-")
     wall = f"{study.get('runs_wall_s', study['wall_s']) / 60:.1f} min" if study else "-"
-    smallest = min(sweep.get("batch_sizes") or [0])
+    fresh = _has_records(analysis)
+    seeds = len(sweep.get("seeds") or [])
     for t in analysis["targets"]:
-        ci = t.get("b_crit_ci")
-        ratio = t.get("b_simple_over_b_crit")
-        b_crit = num(t.get("b_crit"))
-        if t.get("b_crit") is not None and t["b_crit"] < smallest / 2:  # steps flat in B
-            b_crit, ratio = f"below {smallest} (steps flat)", None
+        b_crit, over = _b_crit_cells(t, fresh)
         rows.append(
-            f"| {name} | {sweep['task']} | {sweep['optimizer']} | {t['name']} | "
-            f"{b_crit} | " + interval(ci)
-            + f" | {num(t.get('b_simple'))} | {num(ratio)} | {num(t.get('b_noise'))} | "
-            + f"{finding if t['name'] == rules.get('target') else ''} | {wall} |")
+            f"| {name} | {sweep['task']} | {sweep['optimizer']} | {seeds} | {t['name']} | "
+            f"{b_crit} | {over} | {num(t.get('b_simple'))} | "
+            f"{num(t.get('b_simple_over_b_crit') if _identified(t) else None)} | "
+            f"{finding if t['name'] == rules.get('target') else ''} | {wall} |")
     return rows
 
 
 def studies_table() -> list[str]:
-    lines = ["| study | task | optimizer | target | B_crit | 95% interval | B_simple at target | "
-             "B_simple / B_crit | B_noise at target | learning-rate finding | wall time |",
+    lines = ["| study | task | optimizer | seeds | target | B_crit [95% interval] | interval | "
+             "B_simple at target | B_simple / B_crit | learning-rate finding | wall time |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     commands = []
     for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
@@ -72,9 +97,58 @@ def studies_table() -> list[str]:
             commands.append(f"- {folder.name}: `scaling sweep configs/{folder.name}.yaml "
                             f"--out results/{folder.name}` (README's main command)")
     unit = ("B_crit and B_simple in the sweep's batch unit: examples, or sequences of 64 "
-            "characters for charlm. Wall time: training recorded in the run files (sum over "
-            "vmapped groups, compile included), on the host named under Commands.")
+            "characters for charlm. A bound ('< 16', '> 4,096') is a B_crit the runs do not "
+            "place; 'not re-analysed' marks a study analysed before intervals said what they "
+            "resample (its old interval resampled batch sizes or under-covered, so it is left "
+            "out; its point estimate stands). Wall time: training recorded in the run files "
+            "(sum over vmapped groups, compile included), on the host named under Commands.")
     return lines + ["", unit, "", "Commands:", ""] + commands
+
+
+def state_table() -> list[str]:
+    """Which studies were analysed since intervals say what they resample, when each trained,
+    and whether its run files travel with it (runs.tar.xz) for `scaling analyze` to redo."""
+    rows = []
+    for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
+        analysis, study = _load(folder / "analysis.json"), _load(folder / "study.json")
+        packed = (folder / "runs.tar.xz").is_file() or any(
+            (c / "runs.tar.xz").is_file() for c in (folder / "cells").glob("*"))
+        rows.append(f"| {folder.name} | {'yes' if _has_records(analysis) else 'no'} | "
+                    f"{(study or {}).get('date', '-')[:10]} | {'yes' if packed else 'no'} |")
+    return ["", "## Which studies are current", "",
+            "Analysed with intervals that say what they resample (and bounds where the runs do "
+            "not place a value), when each last trained (study.json; '-' for imported or "
+            "README-command folders), and whether its run files are committed in runs.tar.xz "
+            "so that `scaling analyze` redoes its numbers without retraining.", "",
+            "| study | re-analysed | trained | run files committed |", "|---|---|---|---|"] + rows
+
+
+def coverage_table() -> list[str]:
+    """The default interval's measured coverage on the NQM, beside the headline table."""
+    results = _load(RESULTS / "coverage" / "coverage.json")
+    if not results:
+        return []
+    rows = []
+    for res in results:
+        cells = [c for c in res["cells"] if c["group_size"] == 3 and c["selection"] == "crossfit"
+                 and c["method"] == "jackknife"]
+        ones = [c for c in res["cells"] if c["group_size"] == 1]
+        cover = [c["coverage"] for c in cells]
+        width = [c["median_width_over_spread"] for c in cells]
+        ratio = [c["median_ratio"] for c in cells + ones]
+        rows.append(f"| {res['spectrum']} | {len(cells)} | {cells[0]['groups']} | "
+                    f"{min(cover):.0%}-{max(cover):.0%} | {min(width):.2f}-{max(width):.2f} | "
+                    f"{min(ratio):.3f}-{max(ratio):.3f} |")
+    return ["", "## How often the intervals hold the truth", "",
+            "The default interval (leave-one-seed-out jackknife with the cross-fitted "
+            "selection) against the closed form of the noisy quadratic model, per spectrum over "
+            "its targets, from `python experiments/coverage.py` "
+            "([coverage/report.md](coverage/report.md)): the share of nominal-95% intervals "
+            "of 3-seed groups that hold the closed form's B_crit, their median width over the "
+            "groups' own spread, and the point estimate's median ratio to the truth (3-seed "
+            "and 1-seed groups; with 1 seed there is no interval).", "",
+            "| spectrum | targets | 3-seed groups | coverage | width / spread | "
+            "median ratio to truth |", "|---|---|---|---|---|---|"] + rows
 
 
 def _study_folders(kind: str) -> list[tuple[str, dict, dict | None]]:
@@ -152,8 +226,9 @@ def branch_table() -> list[str]:
         for pt in b["points"]:
             by_tol = pt.get("local_b_crit_by_tolerance") or {}
             lines.append(f"| {name} | {num(pt['examples'])} | {num(pt.get('reference_loss'), 4)} | "
-                         f"{num(pt['local_b_crit'])}{' (every k)' if pt['at_edge'] else ''} | "
-                         f"{interval(pt['local_b_crit_ci'])} | {num(by_tol.get('0.05'))} | "
+                         f"{'>= ' if pt['at_edge'] else ''}{num(pt['local_b_crit'])} | "
+                         f"{point_interval(pt)} | "
+                         f"{num(by_tol.get('0.05'))} | "
                          f"{num(by_tol.get('0.1'))} | {num(pt['b_simple'])} | "
                          f"{num(pt['b_noise'])} | {num(pt['local_over_b_simple'])} | {wall} |")
     return lines + ["", "Tolerance and window per study: "
@@ -241,7 +316,10 @@ def steps_to_target_table() -> list[str]:
                           f"{np.mean(np.abs(ratios - 1) <= 0.1):.0%}", f"{np.mean(inside):.0%}"]
             lines.append(f"| {res['spectrum']} | {name} | " + " | ".join(cells) + " |")
     return lines + ["", "From `python experiments/steps_to_target.py`; details in "
-                    "[steps_to_target/report.md](steps_to_target/report.md)."]
+                    "[steps_to_target/report.md](steps_to_target/report.md). Not rerun since "
+                    "the intervals changed: its \"inside interval\" columns are the old "
+                    "bootstrap's, which under-covered; the coverage study above measures the "
+                    "intervals as they are now."]
 
 
 def search_table() -> list[str]:
@@ -255,7 +333,8 @@ def search_table() -> list[str]:
             "decade apart, 0.01 to 1, then the search and the stopping of dominated runs; 3 "
             "seeds), against the closed form's optimum over a fine grid:", ""] + table + [
             "", "From `python experiments/steps_to_target.py --search`; "
-            "[steps_to_target/search.md](steps_to_target/search.md)."]
+            "[steps_to_target/search.md](steps_to_target/search.md). Not rerun since the "
+            "intervals changed (its interval column is the old bootstrap's)."]
 
 
 def rules_table() -> list[str]:
@@ -280,6 +359,13 @@ def _optima_text(optima: list[dict]) -> str:
     return ", ".join(f"{o['batch_size']}: {o['learning_rate']:.2g}" for o in optima)
 
 
+def _fitted(fit: dict, key: str) -> str:
+    """A fitted parameter with its interval, or the bound it is where the fit does not place
+    it (an analysis from before fits carried their identification: the bare number)."""
+    return estimate(fit.get(key), fit.get(f"{key}_ci"),
+                    (fit.get("identification") or {}).get(key))
+
+
 def surge_table() -> list[str]:
     """Adam's measured optima per batch size against the surge form, per study and target."""
     rows = []
@@ -294,7 +380,7 @@ def surge_table() -> list[str]:
                 continue
             scales = rules.get("noise_scales") or {}
             rows.append(f"| {folder.name} | {t['name']} | {_optima_text(rules['optima'])} | "
-                        f"{num(fit['b_peak'])} {interval(fit.get('b_peak_ci'))} | "
+                        f"{_fitted(fit, 'b_peak')} | "
                         f"{fit['eta_max']:.3g} | "
                         + (f"{falls['ratio']:.2g}x from B = {falls['peak_batch_size']} to "
                            f"{falls['largest_batch_size']}" if falls else "no") + " | "
@@ -345,20 +431,137 @@ def hyper_table() -> list[str]:
             "|---|---|---|---|---|---|---|---|"] + rows
 
 
-def main() -> int:
-    path = RESULTS / "README.md"
-    old = path.read_text() if path.is_file() else ""
+MCCANDLISH_STUDIES = (("nqm", "NQM"), ("quickstart", "quickstart (mnist1d MLP)"),
+                      ("mnist1d_mlp", "mnist1d MLP"), ("mnist1d_cnn_adam", "CNN with Adam"),
+                      ("charlm", "charlm"))
+
+
+def _harder(targets: list[dict]) -> list[dict]:
+    """One metric's targets from easy to hard: loss targets by falling value, accuracy by
+    rising value (the metric of the first target)."""
+    metric = targets[0]["metric"]
+    same = [t for t in targets if t["metric"] == metric and t.get("b_crit") is not None]
+    return sorted(same, key=lambda t: t["value"], reverse=targets[0]["op"] == "<=")
+
+
+def _study_b_crits(name: str, label: str, analysis: dict) -> str:
+    fresh = _has_records(analysis)
+    shown = [estimate(t["b_crit"], t.get("b_crit_ci"), (t.get("fit") or {}).get("identification"))
+             if fresh else num(t["b_crit"]) for t in _harder(analysis["targets"])]
+    seeds = len(analysis["sweep"].get("seeds") or [])
+    over = describe(analysis["targets"][0].get("interval")) if fresh else \
+        "not re-analysed: no interval shown"
+    return (f"{label} ({seeds} seed{'s' if seeds != 1 else ''}; {over}), "
+            f"{', '.join(t['name'] for t in _harder(analysis['targets']))}: {', '.join(shown)}")
+
+
+def _ratio_range(analysis: dict, key: str) -> tuple[float, float] | None:
+    values = [t[key] for t in analysis["targets"] if t.get(key) is not None and _identified(t)]
+    return (min(values), max(values)) if values else None
+
+
+def _nqm_paragraph() -> list[str]:
+    exact, cover = _load(RESULTS / "nqm" / "exact.json"), _load(RESULTS / "coverage" / "coverage.json")
+    lines = []
+    if exact:
+        ratios = [t["b_crit_ratio"] for t in exact["targets"] if t.get("b_crit_ratio")]
+        inside = sum(1 for t in exact["targets"] if t["sweep"].get("b_crit_ci") and t.get("fit")
+                     and t["sweep"]["b_crit_ci"][0] <= t["fit"]["b_crit"] <= t["sweep"]["b_crit_ci"][1])
+        lines.append(f"On the NQM, where the expected loss of SGD is known in closed form, the "
+                     f"sweep's B_crit is {min(ratios):.2f}-{max(ratios):.2f}x the exact one at the "
+                     f"best of {exact['fine_lrs']} learning rates, and its interval holds the "
+                     f"exact value at {inside} of {len(exact['targets'])} targets "
+                     "([nqm/exact.md](nqm/exact.md)).")
+    if cover:
+        cells = [c for r in cover for c in r["cells"] if c["group_size"] == 3
+                 and c["selection"] == "crossfit" and c["method"] == "jackknife"]
+        ones = [c["median_ratio"] for r in cover for c in r["cells"] if c["group_size"] == 1]
+        lines.append(f"Over {len(cover)} NQM spectra and {len(cells)} targets, the default "
+                     f"interval of 3 seeds held the closed form's B_crit in "
+                     f"{min(c['coverage'] for c in cells):.0%}-{max(c['coverage'] for c in cells):.0%} "
+                     f"of {cells[0]['groups']} groups each (nominal 95%), at "
+                     f"{min(c['median_width_over_spread'] for c in cells):.1f}-"
+                     f"{max(c['median_width_over_spread'] for c in cells):.1f}x the groups' own "
+                     "spread; the point estimate's median ratio to the truth is "
+                     f"{min(c['median_ratio'] for c in cells):.3f}-"
+                     f"{max(c['median_ratio'] for c in cells):.3f} with 3 seeds and "
+                     f"{min(ones):.3f}-{max(ones):.3f} with 1 (table above).")
+    return ["**The pipeline against a known answer.** " + " ".join(lines), ""] if lines else []
+
+
+def mccandlish_section() -> list[str]:
+    """'What the data show, against McCandlish et al. (2018)', every number read from the
+    studies' analysis.json (and nqm/exact.json, coverage/coverage.json)."""
+    studies = [(n, label, a) for n, label in MCCANDLISH_STUDIES
+               if (a := _load(RESULTS / n / "analysis.json"))]
+    if not studies:
+        return []
+    lines = ["", "## What the data show, against McCandlish et al. (2018)", "",
+             "Rendered from the studies' analysis.json by experiments/summarize_studies.py. All "
+             "runs are on a 2-core CPU, so the models and data sets are small.", ""]
+    lines += _nqm_paragraph()
+    lines += ["**B_crit per target, from easy to hard** (in each study's batch unit; a bound "
+              "where the runs do not place it):", ""]
+    lines += [f"- {_study_b_crits(n, label, a)}" for n, label, a in studies] + [""]
+    rises = []
+    for n, label, a in studies:
+        simple = [t["b_simple"] for t in _harder(a["targets"]) if t.get("b_simple")]
+        if len(simple) >= 2:
+            rises.append(f"{label} {num(simple[0])} to {num(simple[-1])}")
+    lines += ["**The noise scale at the targets, from easy to hard** (B_simple at the crossing): "
+              + "; ".join(rises) + ".", ""]
+    ratios, outside = [], []
+    for n, label, a in studies:
+        r = _ratio_range(a, "b_simple_over_b_crit")
+        if r:
+            ratios.append(f"{label} {r[0]:.2g}-{r[1]:.2g}")
+            outside += [f"{label} {t['name']} ({t['b_simple_over_b_crit']:.2g}x)"
+                        for t in a["targets"] if t.get("b_simple_over_b_crit") and _identified(t)
+                        and not 0.1 <= t["b_simple_over_b_crit"] <= 10]
+    lines += ["**B_simple against B_crit.** The paper's pattern is B_simple within about an order "
+              "of magnitude of B_crit, usually above it. Here B_simple / B_crit is "
+              + "; ".join(ratios) + ". "
+              + (f"Outside an order of magnitude: {', '.join(outside)}. " if outside else
+                 "All are within an order of magnitude. ")
+              + "On the NQM this is expected from theory: B_simple = tr(Sigma)/|G|^2 ignores "
+              "curvature, and with curvatures spread over two orders of magnitude it exceeds the "
+              "curvature-weighted B_noise = tr(H Sigma)/(G^T H G) that governs B_crit for SGD.", ""]
+    noise = [(label, _ratio_range({"targets": [dict(t, ratio=t["b_noise"] / t["b_crit"])
+                                               for t in a["targets"] if t.get("b_noise")
+                                               and t.get("b_crit")]}, "ratio"))
+             for n, label, a in studies]
+    noise = [f"{label} {r[0]:.2g}-{r[1]:.2g}x" for label, r in noise if r]
+    if noise:
+        lines += ["**B_noise against B_crit** (where a study measures it, from Hessian-vector "
+                  "products on a batch independent of the gradients): " + "; ".join(noise)
+                  + ". These rest on few Hessian points per run and are the noisiest column.", ""]
+    sentences = [f"- {label}: {text}" for n, label, a in studies
+                 if (text := lr_sentence(a.get("lr_rules") or {}))]
+    if sentences:
+        lines += ["**Learning rates**, read from the measured optima (the report's first screen):",
+                  ""] + sentences + [""]
+    return lines
+
+
+def render(old: str) -> str:
+    """results/README.md as the committed studies give it: the tables rendered, the discussion
+    below DISCUSSION_MARKER kept from `old`."""
     discussion = old.split(DISCUSSION_MARKER, 1)[1] if DISCUSSION_MARKER in old else "\n"
     head = ["# Results of the studies", "",
             "Generated by `python experiments/summarize_studies.py` from the study folders "
-            "below; each folder has analysis.json, report.md and figures/ (the raw run files "
-            "are not committed: rerun the command to get them).", "", "## Critical batch size "
-            "per study and target", ""]
-    text = "\n".join(head + studies_table() + laws_table() + branch_table() + schedules_table()
-                     + surge_table() + hyper_table() + steps_to_target_table() + search_table()
-                     + nqm_table()
-                     + rules_table()) + "\n\n"
-    path.write_text(text + DISCUSSION_MARKER + discussion)
+            "below; each folder has analysis.json, report.md and figures/, and where it stays "
+            "small runs.tar.xz, the run files that `scaling analyze` re-reads without "
+            "retraining.", "", "## Critical batch size per study and target", ""]
+    text = "\n".join(head + studies_table() + state_table() + coverage_table() + laws_table()
+                     + branch_table() + schedules_table() + surge_table() + hyper_table()
+                     + steps_to_target_table() + search_table() + nqm_table()
+                     + rules_table() + mccandlish_section()) + "\n\n"
+    return text + DISCUSSION_MARKER + discussion
+
+
+def main() -> int:
+    path = RESULTS / "README.md"
+    path.write_text(render(path.read_text() if path.is_file() else ""))
     print(path.read_text())
     return 0
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from scaling.cli.main import main
-from scaling.formatting import number
+from scaling.analysis.intervals import describe
+from scaling.formatting import estimate
 from scaling.sweep import runner
 from tests.helpers import SWEEP, config
 
@@ -38,9 +39,10 @@ def test_two_sweeps_share_a_table_and_figures(two_sweeps, tmp_path, capsys):
     rows = [line for line in report.splitlines() if line.startswith("| lr-")]
     for label, folder in (("lr-low", "slow"), ("lr-high", "fast")):
         analysis = json.loads((two_sweeps / folder / "analysis.json").read_text())
-        b_crit = next(t["b_crit"] for t in analysis["targets"] if t["name"] == T)
+        t = next(t for t in analysis["targets"] if t["name"] == T)
         (row,) = [r for r in rows if r.startswith(f"| {label} | {T}")]
-        assert f"| {number(b_crit)} |" in row
+        shown = estimate(t["b_crit"], t["b_crit_ci"], t["fit"]["identification"])
+        assert f"| {shown} | {describe(t['interval'])} |" in row  # a bound where not identified
     assert (out / "figures" / "steps_vs_batch.png").is_file()
     assert (out / "figures" / "lr_vs_batch.png").is_file()
     assert f"wrote {out / 'report.md'}" in capsys.readouterr().out

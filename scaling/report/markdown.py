@@ -20,7 +20,7 @@ from scaling.config.load import load_folder
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.config.optimizer_rules import weight_decay_tau
-from scaling.analysis.intervals import describe
+from scaling.analysis.intervals import describe, identify
 from scaling.formatting import bound, count, estimate, interval, markdown_table, number, percent
 from scaling.report import answer, budget_report
 from scaling.report.captions import CAPTIONS
@@ -163,6 +163,15 @@ def _reading(analysis: dict) -> list[str]:
     return lines
 
 
+def _first_crossing(t: dict, first: dict) -> str:
+    """The first-crossing B_crit, as a bound where it lies outside the batch sizes fitted."""
+    sizes = [p["batch_size"] for p in t.get("points") or []]
+    if first.get("b_crit") is None or not sizes:
+        return estimate(first.get("b_crit"), first.get("b_crit_ci"))
+    status = identify(first["b_crit"], first.get("b_crit_ci"), min(sizes), max(sizes))
+    return estimate(first["b_crit"], first.get("b_crit_ci"), status)
+
+
 def _fits(analysis: dict) -> list[str]:
     rows = []
     for t in analysis.get("targets") or []:
@@ -174,7 +183,7 @@ def _fits(analysis: dict) -> list[str]:
             if t.get("b_crit") is not None and (status or {}).get("identified", True) else shown
         rows.append([t["name"], number(fit.get("num_points")),
                      answer.s_min_text(t), answer.e_min_text(t), bold,
-                     estimate(first.get("b_crit"), first.get("b_crit_ci")),
+                     _first_crossing(t, first),
                      t.get("b_simple"), t.get("b_noise"),
                      t.get("b_simple_over_b_crit") if (status or {}).get("identified", True)
                      else None,
