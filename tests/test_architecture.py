@@ -123,3 +123,21 @@ def test_the_layering_check_sees_a_violation():
     found = imports(tree, "scaling.config.schema", False)
     assert found == [(1, "scaling.train.program", True), (4, "scaling.store", False)]
     assert layer("scaling.train.program") > layer("scaling.config.schema")
+
+
+def test_every_module_is_named_in_its_package_and_in_the_architecture_doc():
+    """A module a reader cannot find in docs/architecture.md or in its package's docstring is
+    a room missing from the plan: each is named there in backticks."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    missing = []
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        package_doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for path in sorted(init.parent.glob("*.py")):
+            name = f"`{path.stem}`"
+            if path.name == "__init__.py":
+                continue
+            missing += [f"{path.relative_to(PACKAGE.parent)}: not in {where}"
+                        for where, text in (("docs/architecture.md", doc),
+                                            (f"{init.parent.name}/__init__.py", package_doc))
+                        if name not in text]
+    assert not missing, "\n".join(missing)

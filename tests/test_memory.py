@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from scaling.config import ConfigError
-from scaling.sweep import runner
+from scaling.sweep import batches, runner
 from scaling.train import memory
 from scaling.sweep import session as session_mod
 from scaling.sweep import prepare as prepare_mod
@@ -77,7 +77,7 @@ def test_estimate_is_positive_and_grows_with_width(tmp_path):
 def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
     session = _session(config(SWEEP, *ONE_BATCH, "train.memory_limit_gb=1000.0",
                               "train.min_chunks=1"), tmp_path)
-    summaries = session.train(session.p.batch_runs(8))
+    summaries = batches.train(session, session.p.batch_runs(8))
     program = session.program(8)
     assert [s["group_size"] for s in summaries] == [4] * 4
     assert list(program.compile_s) == [4] and program.chunks_at[4] > 0  # compiled once, reused

@@ -1,2 +1,4 @@
 """The `scaling` command: `parser` (every subcommand's arguments), `main` (the entry point),
-and one module per subcommand (`plan`, `train` for train and sweep, `analyze`, `gns`)."""
+`__main__` (`python -m scaling.cli`), and one module per subcommand: `plan` and `scale_plan`
+(`scaling plan`), `train` (train and sweep), `analyze`, `gns`, `branch`, `compare`, `imports`
+(`scaling import`), `prepare` (`scaling prepare-text`), `repair` and `bench`."""

@@ -4,7 +4,6 @@ that describe an imported folder's source in place of a config."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 

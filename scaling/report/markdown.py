@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from scaling.analysis import in_use
 from scaling.store.cost import cost_line

@@ -26,29 +26,23 @@ from pathlib import Path
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.config import arithmetic
 from scaling.config.optimizer_rules import rule_values
 from scaling.store.records import run_config, run_summary
-from scaling.sweep import progress
+from scaling.sweep import batches, group as group_mod, progress
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
 from scaling.sweep.claiming import GroupClaims, claim_name
 from scaling.sweep.prepare import Prepared as SweepPrepared, prepare as prepare_sweep
 from scaling.sweep.segments import budget_in_examples
 from scaling.sweep.session import Session
-from scaling.sweep.trackers import TrackerSink
-from scaling.sweep.writer import Writer
 from scaling.train import start as start_mod
 from scaling.train.checkpoint import GroupCheckpoints
-from scaling.train.loop import run_group
 from scaling.train.mesh import is_leader
 from scaling.train.program import GroupProgram
-from scaling.train.sinks import close_all, finish_all
-from scaling.train.spec import GroupSpec, RunSpec, Status, group_spec
+from scaling.train.spec import GroupSpec, RunSpec, group_spec
 from scaling.train.step import RunState
 
 log = logging.getLogger(__name__)
@@ -206,7 +200,7 @@ def _train_base(p: Prepared, session: Session, wait: bool) -> None:
         if todo:
             session.say(f"base: {len(todo)} run(s) at batch {p.plan.base_batch}, saved at steps "
                         + ", ".join(map(str, p.plan.points)))
-            session.train(todo)
+            batches.train(session, todo)
         if not (wait and session.claims.left):
             return
         session.claims.wait()
@@ -225,6 +219,8 @@ class _Branches:
         self.folder = p.out / BRANCHES
         self.claims = GroupClaims(self.folder)
         self.tokens_per_example = self.ctx.task.tokens_per_example(p.cfg.task.options)
+        self.outlet = group_mod.Outlet(self.folder, session.trackers, session.hooks, self.claims,
+                                       self.tokens_per_example)
 
     def program(self, factor: int) -> GroupProgram:
         if factor not in self.programs:
@@ -235,9 +231,8 @@ class _Branches:
         """Every base run's state after `point` steps, side by side, and each running run's
         slot in it (runs stopped before the point have none)."""
         if point not in self.states:
-            parts, slots, offset = [], {}, 0
+            restored = []
             for listing in sorted(store.checkpoint_dir(self.p.base.out, "").glob("*/runs.json")):
-                run_ids = json.loads(listing.read_text())
                 ck = GroupCheckpoints(listing.parent, 0, True, (point,))
                 start = ck.restore(self.base_program, [], self.ctx.data, self.ctx.eval_data,
                                    step=point)
@@ -246,19 +241,12 @@ class _Branches:
                     raise ConfigError(
                         f"{listing.parent}: the base state at step {point} is missing or "
                         f"damaged; remove {self.p.base.out} to train the base again")
-                view = self.base_program.final_view(start.state)
-                status = np.asarray(jax.device_get(view)["status"])
-                for j, i in enumerate(start.packing.slots):
-                    if i >= 0 and status[j] == Status.RUNNING:
-                        slots[run_ids[i]] = offset + j
-                parts.append(start.state)
-                offset += len(start.packing.slots)
-            if not parts:
+                restored.append((json.loads(listing.read_text()), start))
+            if not restored:
                 raise ConfigError(f"{self.p.base.out}: holds no saved base states; remove it "
                                   "to train the base again")
-            state = parts[0] if len(parts) == 1 else jax.tree.map(
-                lambda *xs: jnp.concatenate(xs), *parts)
-            self.states = {point: (state, slots)}  # one point's states held at a time
+            # one point's states held at a time
+            self.states = {point: start_mod.side_by_side(self.base_program, restored)}
         return self.states[point]
 
     def train_all(self) -> None:
@@ -304,28 +292,19 @@ class _Branches:
         desc = f"step {group[0].point}, batch {group[0].batch_size}: {len(group)} branches"
         bar = progress.GroupProgress(self.session.shown_here(), desc, first + group[0].steps,
                                      group[0].batch_size, len(group), first)
-        ids, configs = [b.run_id for b in group], [self.run_config(b) for b in group]
-        writer = Writer(self.folder, ids, configs, self._count(group[0]))
-        sinks = [writer, TrackerSink(self.session.trackers, ids, configs), *self.session.hooks,
-                 bar, *self.claims.sinks()]
-        try:
-            end = run_group(program, start, self.ctx.data, self.ctx.eval_data, sinks,
+        folders = group_mod.GroupFolders(self.outlet, [b.run_id for b in group],
+                                         [self.run_config(b) for b in group],
+                                         self.outlet.count(self._examples(group[0])), bar)
+        end = folders.train(program, start, self.ctx.data, self.ctx.eval_data,
                             until=first + group[0].steps)
-        except BaseException:
-            close_all(sinks)
-            raise
-        finish_all(sinks, [
+        folders.finish([
             self.summary(b, "diverged" if res.status == "diverged" else "completed",
-                         res.steps - b.start, writer.written[i], writer.wall_s, end.compile_s)
+                         res.steps - b.start, folders.rows[i], folders.wall_s, end.compile_s)
             for i, (b, res) in enumerate(zip(group, end.results))])
 
-    def _count(self, b: Branch) -> Callable[[dict[str, Any]], None]:
-        """A branch's rows counted from its point: point x B0 + (step - start) x batch."""
-        def count(row: dict[str, Any]) -> None:
-            row["examples"] = b.point * self.p.plan.base_batch + (row["step"] - b.start) * b.batch_size
-            row["tokens"] = (None if self.tokens_per_example is None
-                             else row["examples"] * self.tokens_per_example)
-        return count
+    def _examples(self, b: Branch) -> Callable[[int], int]:
+        """A branch's examples at a step of its program: point x B0 + (step - start) x batch."""
+        return lambda step: b.point * self.p.plan.base_batch + (step - b.start) * b.batch_size
 
     def spec(self, b: Branch) -> RunSpec:
         """A branch's scalars: its base run's at the branch's learning rate, with beta2 and the

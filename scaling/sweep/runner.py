@@ -21,7 +21,7 @@ from scaling.config import Config
 from scaling.config import optimizer_rules
 from scaling.config.arithmetic import for_config, format_table
 from scaling.store.cost import cost, cost_line
-from scaling.sweep import progress, search, segments
+from scaling.sweep import batches, progress, search, segments
 from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.prepare import Prepared, prepare
 from scaling.sweep.session import Session
@@ -145,7 +145,7 @@ def _train_units(session: Session) -> list[dict[str, Any]]:
         runs = todo(unit)
         if queue:
             session.compile_ahead(todo(queue[0]), runs)
-        summaries += session.train(runs)
+        summaries += batches.train(session, runs)
         if p.searched and unit.schedule is None and _next_round(session, unit.batch_size):
             queue.append(unit)
     return summaries

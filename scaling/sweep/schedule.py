@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,36 +27,17 @@ from scaling.config import BatchScheduleConfig
 from scaling.config.arithmetic import Arithmetic
 from scaling.config.optimizer_rules import rule_values
 from scaling.config.targets import crossing
-from scaling.sweep import progress
+from scaling.sweep import group as group_mod, progress
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.segments import Segment, phase_learning_rate, static_segments
+from scaling.sweep.session import Session
 from scaling.train import start as start_mod
-from scaling.train.loop import GroupEnd, RunResult, run_group
+from scaling.train import precision
+from scaling.train.loop import GroupEnd, RunResult
 from scaling.train.program import GroupProgram
 from scaling.train.step import RunState
-from scaling.train.repack import PAD
-from scaling.train.sinks import close_all, finish_all
-from scaling.train.spec import GroupSpec, RunSpec
+from scaling.train.spec import RunSpec
 
-
-
-class Host(Protocol):
-    """What a scheduled group asks of the session that trains it (scaling.sweep.session)."""
-
-    p: Any  # the prepared sweep
-    context: Any  # the mesh, task and data
-
-    def shown_here(self) -> str: ...
-
-    def phase_program(self, size: int, budget: int) -> tuple[GroupProgram, Arithmetic]: ...
-
-    def sinks(self, group: list[PlannedRun], arith: Arithmetic, mode: str,
-              count: Callable[[dict[str, Any]], None], bar: progress.GroupProgress) -> list: ...
-
-    def summaries(self, group: list[PlannedRun], results: list[RunResult],
-                  rows: list[list[dict[str, Any]]], wall_s: float, compile_s: float,
-                  speed: dict[str, Any] | None, extra: list[dict[str, Any]] | None = None
-                  ) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -84,7 +65,7 @@ class _Track:
 class ScheduledGroup:
     """One schedule's runs from the first step to the budget, into their run folders."""
 
-    def __init__(self, session: Host, sched: BatchScheduleConfig, group: list[PlannedRun],
+    def __init__(self, session: Session, sched: BatchScheduleConfig, group: list[PlannedRun],
                  arith: Arithmetic) -> None:
         self.session, self.sched, self.group, self.arith = session, sched, group, arith
         self.cfg, self.budget = session.p.cfg, arith.examples
@@ -124,12 +105,18 @@ class ScheduledGroup:
                   "batch_schedule": self.sched.label, "batch_path": t.path,
                   **({"phases": t.phases} if self.cfg.optimizer.ruled else {})}
                  for t in self.tracks]
-        sinks = self.session.sinks(self.group, self.arith, "append", _no_count, self.bar)
-        summaries = self.session.summaries(
-            self.group, results, [t.rows for t in self.tracks],
-            time.perf_counter() - self.started, self.compile_s, None, extra)
-        finish_all(sinks, summaries)
-        return summaries
+        return self._folders(self.group, None, "append").finish(group_mod.summaries(
+            self.cfg, self.arith, self.tokens_per_example, self.group, results,
+            [t.rows for t in self.tracks],
+            group_mod.Timing(time.perf_counter() - self.started, self.compile_s), extra))
+
+    def _folders(self, members: list[PlannedRun], count: Callable[[dict[str, Any]], None] | None,
+                 mode: str) -> group_mod.GroupFolders:
+        """The run folders of `members` (a cohort's, or the whole group's to finish it)."""
+        configs = group_mod.run_configs(self.cfg, self.session.context.task.describe(), members,
+                                        self.arith, precision.here(self.cfg.train.precision))
+        return group_mod.GroupFolders(self.session.outlet, [r.run_id for r in members], configs,
+                                      count, self.bar, mode)
 
     def _final(self, res: RunResult, rows: list[dict]) -> RunResult:
         """A run that trained to the budget: completed when it reached every target (or there
@@ -155,17 +142,13 @@ class ScheduledGroup:
                 self.tracks[m].phases.append({"step": seg.steps_before, **dataclasses.asdict(run)})
         members = [self.group[m] for m in cohort.members]
         mode = "new" if cohort.source is None else "append"
-        sinks = self.session.sinks(members, self.arith, mode, self._count(seg), self.bar)
+        folders = self._folders(members, self.session.outlet.count(seg.examples, seg.step), mode)
         ctx = self.session.context
         start = self._start(program, cohort, runs)
         start.wall_s = time.perf_counter() - self.started
-        try:
-            done = run_group(program, start, ctx.data, ctx.eval_data, sinks, until=end)
-        except BaseException:
-            close_all(sinks)
-            raise
+        done = folders.train(program, start, ctx.data, ctx.eval_data, until=end)
         self.compile_s += done.compile_s
-        return self._next(cohort, end, self._fold(cohort, seg, done, sinks[0].written), done)
+        return self._next(cohort, end, self._fold(cohort, seg, done, folders.rows), done)
 
     def phase_spec(self, spec: RunSpec, batch_size: int) -> RunSpec:
         """A run's scalars at one of its batch sizes: the learning rate by the schedule's rule,
@@ -173,15 +156,6 @@ class ScheduledGroup:
         lr = phase_learning_rate(self.sched, spec.learning_rate, batch_size)
         return dataclasses.replace(spec, learning_rate=lr,
                                    **rule_values(self.cfg, batch_size, lr, self.budget))
-
-    def _count(self, seg: Segment) -> Callable[[dict[str, Any]], None]:
-        """A cohort's rows counted in the run's own optimizer steps and examples."""
-        def count(row: dict[str, Any]) -> None:
-            own = row["step"]
-            row["step"], row["examples"] = seg.step(own), seg.examples(own)
-            row["tokens"] = (None if self.tokens_per_example is None
-                             else row["examples"] * self.tokens_per_example)
-        return count
 
     def _fold(self, cohort: _Cohort, seg: Segment, done: GroupEnd,
               rows: list[list[dict]]) -> list[tuple[int, int]]:
@@ -204,7 +178,7 @@ class ScheduledGroup:
         seg = cohort.segment
         if not alive or end >= self.programs(seg.batch_size)[1].total_steps:
             return []
-        slot_of = {run: j for j, run in enumerate(done.packing.slots) if run != PAD}
+        slot_of = done.slots()
         source = lambda part, stream: (done.state, [slot_of[i] for i, _ in part], stream)
         if self.sched.kind != "noise_scale":
             j = self.static.index(seg)
@@ -247,16 +221,7 @@ class ScheduledGroup:
                                     stream=stream, carry_noise=True, same_program=stream == 0)
 
 
-def _no_count(row: dict[str, Any]) -> None:
-    """Rows are counted by each cohort's writer; the group's final writer only finishes."""
-
-
-def phase_spec(spec: GroupSpec) -> GroupSpec:
-    """A phase's program: no targets (a scheduled run trains its whole budget)."""
-    return spec.replace(stopping={"targets": (), "stop_at_targets": False})
-
-
-def train(session: Host, sched: BatchScheduleConfig, group: list[PlannedRun],
+def train(session: Session, sched: BatchScheduleConfig, group: list[PlannedRun],
           arith: Arithmetic) -> list[dict[str, Any]]:
     """Train one scheduled group into its run folders; the summaries."""
     return ScheduledGroup(session, sched, group, arith).train()

@@ -47,6 +47,11 @@ class GroupEnd:
     packing: Packing
     compile_ahead_s: float = 0.0
 
+    def slots(self) -> dict[int, int]:
+        """Each run's slot in `state`, by its index in the group (a run repacked away has
+        none): where a driver finds a run to continue it."""
+        return {run: j for j, run in enumerate(self.packing.slots) if run != PAD}
+
 
 class Stopper(Protocol):
     """Decides on the host which runs stop early (scaling.sweep.search: runs that can no

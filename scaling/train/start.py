@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from scaling.config.names import HYPERPARAMS
@@ -86,3 +87,21 @@ def from_slots(program: GroupProgram, state: RunState, slots: list[int], runs: l
         lrs = np.asarray([r.learning_rate for r in padded])
         rs = program.start_from(state, take, pad, lrs, step, stream, carry_noise, scalars)
     return Start(runs, rs, Packing(len(slots), wide, program.spec.repack, runs_axis), step)
+
+
+def side_by_side(program: GroupProgram, restored: list[tuple[list[str], Start]]
+                 ) -> tuple[RunState, dict[str, int]]:
+    """Several groups restored at one step (each with its run ids in slot order) as one
+    state, their states joined on the runs axis, and the slot of each run still running in
+    it (runs stopped before the step have none): what a branch group cuts its slots from."""
+    parts, slots, offset = [], {}, 0
+    for run_ids, start in restored:
+        status = np.asarray(jax.device_get(program.final_view(start.state))["status"])
+        for j, i in enumerate(start.packing.slots):
+            if i >= 0 and status[j] == Status.RUNNING:
+                slots[run_ids[i]] = offset + j
+        parts.append(start.state)
+        offset += len(start.packing.slots)
+    state = parts[0] if len(parts) == 1 else jax.tree.map(
+        lambda *xs: jnp.concatenate(xs), *parts)
+    return state, slots
