@@ -207,3 +207,27 @@ def test_cli_refuses_what_is_neither_an_option_nor_an_override(tmp_path, capsys,
     path.write_text("task: {name: nqm, dim: 4}\nbatch: {sizes: [8]}\n")
     assert main(["plan", str(path), "--json", extra]) == 2
     assert f"unrecognized arguments: {extra}" in capsys.readouterr().err
+
+
+def test_a_wsd_runs_phases_per_batch_size():
+    """800 examples, 3 epochs, 5% warm-up, a 20% decay: B = 8 has 300 steps, 15 warming up, 60
+    decaying (0.2 x 300), 225 stable; B = 32 has 75 steps: 4, 15 (0.2 x 75 = 15), 56."""
+    a = calculate(800, 8, epochs=3, warmup_fraction=0.05, schedule="wsd", decay_fraction=0.2)
+    assert (a.warmup_steps, a.stable_steps, a.decay_steps) == (15, 225, 60)
+    b = calculate(800, 32, epochs=3, warmup_fraction=0.05, schedule="wsd")  # 0.2 by default
+    assert (b.warmup_steps, b.stable_steps, b.decay_steps) == (4, 56, 15)
+    table = format_table([a, b]).splitlines()
+    assert table[0].split()[8:11] == ["warm-up", "stable", "decay"]  # "last batch" is two words
+    assert table[1].split()[7:10] == ["15", "225", "60"]
+    assert "stable" not in format_table([calculate(800, 8, epochs=3, schedule="cosine")])
+
+
+def test_a_wsd_decay_that_overlaps_the_warmup_or_is_no_share_is_refused():
+    with pytest.raises(ConfigError, match=r"at batch size 8 the warm-up \(240 steps\) and the "
+                                          r"decay \(90 steps\) overlap in the 300-step run"):
+        calculate(800, 8, epochs=3, warmup_fraction=0.8, schedule="wsd", decay_fraction=0.3)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="decay_fraction"):
+            calculate(800, 8, epochs=3, schedule="wsd", decay_fraction=bad)
+    with pytest.raises(ConfigError, match="with the wsd schedule only"):
+        calculate(800, 8, epochs=3, schedule="cosine", decay_fraction=0.2)

@@ -283,7 +283,26 @@ def test_unknown_optimizer():
 
 
 def test_unknown_schedule():
-    fails(nqm(schedule={"name": "step"}), "schedule.name: got 'step'", "one of constant, linear, cosine")
+    fails(nqm(schedule={"name": "step"}), "schedule.name: got 'step'", "one of constant, linear, cosine, wsd")
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ({"name": "cosine", "decay_fraction": 0.2}, "schedule.decay_fraction: got 0.2, expected unset"),
+    ({"name": "linear", "decay_shape": "sqrt"}, "schedule.decay_shape: got 'sqrt', expected unset"),
+    ({"name": "wsd", "decay_fraction": 0.0}, "schedule.decay_fraction: got 0.0, expected 0 <"),
+    ({"name": "wsd", "decay_fraction": 1.2}, "schedule.decay_fraction: got 1.2, expected 0 <"),
+    ({"name": "wsd", "decay_shape": "step"}, "schedule.decay_shape: got 'step', expected one of "
+                                            "linear, cosine, sqrt"),
+])
+def test_a_wsd_decay_is_checked_and_only_wsd_has_one(schedule, message):
+    fails(nqm(schedule=schedule), message)
+
+
+def test_a_wsd_schedule_reaches_the_compiled_program():
+    cfg = from_dict(nqm(schedule={"name": "wsd", "decay_shape": "sqrt"}))
+    spec, arith = group_spec(cfg, 8, 1)
+    assert (spec.schedule.name, spec.schedule.decay_shape) == ("wsd", "sqrt")
+    assert spec.schedule.decay_steps == arith.decay_steps == round(0.2 * arith.total_steps) > 0
 
 
 def test_unknown_lr_mode():

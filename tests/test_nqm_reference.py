@@ -13,7 +13,7 @@ from scaling import config as config_mod
 from scaling.analysis import nqm_momentum as M
 from scaling.analysis.nqm_reference import (closed_form_b_crit, constant_lr_expected_loss,
                                             expected_loss, phases_expected_loss)
-from scaling.config.learning_rates import warmup_steps
+from scaling.config.learning_rates import decay_steps, warmup_steps
 from scaling.errors import ConfigError
 from scaling.tasks.nqm import NQMOptions, spectra, trained_spectra
 from scaling.train.schedules import lr_multiplier
@@ -160,17 +160,23 @@ CASES = {  # name: (config overrides, run's momentum, closed forms the runs must
         ["optimizer.name=momentum", "task.precondition_power=0.5", "eval.ema_decay=0.9",
          "schedule.name=cosine", "schedule.warmup_fraction=0.1"], 0.9,
         [{"ema": False}, {"schedule": "constant"}, {"momentum": 0.0}]),
+    "sgd, wsd with a 1 - sqrt decay": (
+        ["schedule.name=wsd", "schedule.warmup_fraction=0.1", "schedule.decay_fraction=0.3",
+         "schedule.decay_shape=sqrt", "schedule.final_fraction=0.05"], 0.0,
+        [{"schedule": "constant"}, {"decay_shape": "linear"}, {"schedule": "cosine"}]),
 }
 
 
 def _exact(cfg: config_mod.Config, lr: float, momentum: float, ema: bool = True,
            nesterov: bool | None = None, schedule: str | None = None,
-           **changed: float) -> np.ndarray:
+           decay_shape: str | None = None, **changed: float) -> np.ndarray:
     """The closed form of the config's runs, or with one thing changed."""
     total = cfg.budget.max_steps
     warmup = warmup_steps(cfg.schedule, total)
-    rates = lr * np.array([float(lr_multiplier(schedule or cfg.schedule.name, k, total, warmup,
-                                               cfg.schedule.final_fraction)) for k in range(total)])
+    fraction, shape = cfg.schedule.decay
+    rates = lr * np.array([float(lr_multiplier(
+        schedule or cfg.schedule.name, k, total, warmup, cfg.schedule.final_fraction,
+        decay_steps(fraction, total), decay_shape or shape)) for k in range(total)])
     options = NQMOptions(**{**vars(cfg.task.options), **changed})
     nesterov = cfg.optimizer.name == "nesterov" if nesterov is None else nesterov
     return M.momentum_expected_loss(options, rates, cfg.batch.sizes[0], momentum, nesterov,

@@ -144,3 +144,23 @@ def closed_form_b_crit(options: NQMOptions, batch_sizes: list[int], target: floa
         fit = {"s_min": s_min, "e_min": e_min, "b_crit": e_min / s_min}
     return {"batch_sizes": list(batch_sizes), "steps": best, "fit": fit,
             "b_crit": fit and fit["b_crit"]}
+
+
+def ramp_against_decay(options: NQMOptions, lr: float, batch_size: int, phase_examples: int,
+                       phases: int, cut: float) -> list[float]:
+    """A batch ramp against the step decay it stands in for, in closed form at equal examples.
+
+    The decay run trains `phases` phases of `phase_examples` examples each at `batch_size`, its
+    rate halving from one to the next; the ramp doubles the batch instead and multiplies the
+    rate by `cut` (1: the rate kept, the SGD equivalence of halving the rate and doubling the
+    batch; 1/sqrt(2): Seesaw's, derived for normalized SGD). Per phase after the first, the
+    ramp's expected loss over the decay run's at the end of the phase."""
+    decay = [(lr / 2**k, batch_size, phase_examples // batch_size) for k in range(phases)]
+    ramp = [(lr * cut**k, batch_size * 2**k, phase_examples // (batch_size * 2**k))
+            for k in range(phases)]
+    if ramp[-1][2] < 1:
+        raise ValueError(f"phase {phases - 1} of the ramp has no step: {phase_examples} examples "
+                         f"at batch {ramp[-1][1]}")
+    a, b = phases_expected_loss(options, decay), phases_expected_loss(options, ramp)
+    ends = zip(np.cumsum([p[2] for p in decay]), np.cumsum([p[2] for p in ramp]))
+    return [float(b[j] / a[i]) for i, j in list(ends)[1:]]

@@ -87,7 +87,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 CALCULATOR = ("examples", "batch_size", "epochs", "steps", "max_examples", "max_tokens", "tokens",
               "tokens_per_example", "drop_last", "warmup_fraction", "warmup_steps",
-              "accumulation", "data_shards", "schedule", "lr_ref", "batch_ref")
+              "accumulation", "data_shards", "schedule", "decay_fraction", "lr_ref", "batch_ref")
 
 
 def add_plan(sub: Any) -> None:
@@ -113,6 +113,8 @@ def add_plan(sub: Any) -> None:
     c.add_argument("--accumulation", type=_positive(int), help="gradient-accumulation steps")
     c.add_argument("--data-shards", type=_positive(int), help="data-parallel devices")
     c.add_argument("--schedule", choices=SCHEDULES)
+    c.add_argument("--decay-fraction", type=_positive(float),
+                   help="wsd: the share of the run's steps that decay (default 0.2)")
     c.add_argument("--lr-ref", type=_positive(float), help="learning rate at --batch-ref")
     c.add_argument("--batch-ref", type=_positive(int), help="reference batch size for lr rules")
 

@@ -29,7 +29,8 @@ def _calculator_rows(args: argparse.Namespace) -> list[Any]:
         warmup_fraction=args.warmup_fraction or 0.0, warmup_steps=args.warmup_steps,
         tokens=args.tokens, tokens_per_example=args.tokens_per_example,
         accumulation=args.accumulation or 1, data_shards=args.data_shards or 1,
-        schedule=args.schedule or "constant", batch_ref=args.batch_ref, lr_ref=args.lr_ref)
+        schedule=args.schedule or "constant", batch_ref=args.batch_ref, lr_ref=args.lr_ref,
+        decay_fraction=args.decay_fraction)
         for size in args.batch_size]
 
 

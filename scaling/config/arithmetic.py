@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from scaling.config.learning_rates import learning_rates, scaled_lr, warmup_steps as _warmup_steps
-from scaling.config.names import SCHEDULES
+from scaling.config.learning_rates import (decay_steps as _decay_steps, learning_rates, scaled_lr,
+                                           warmup_steps as _warmup_steps)
+from scaling.config.names import SCHEDULES, WSD_DECAY_FRACTION
 from scaling.config.schema import Config, ScheduleConfig
 from scaling.errors import ConfigError, need
 from scaling.formatting import text_table
@@ -50,6 +51,12 @@ class Arithmetic:
     times_seen: float | None  # average uses of each training example (examples / N)
     lr_by_rule: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    decay_steps: int = 0  # a wsd schedule's last steps, which decay (0: no separate decay)
+
+    @property
+    def stable_steps(self) -> int:
+        """A wsd run's steps at the peak rate, between the warm-up and the decay."""
+        return self.total_steps - self.warmup_steps - self.decay_steps
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -176,16 +183,20 @@ def calculate(examples: int | None, batch_size: int, *, epochs: float | None = N
               warmup_fraction: float = 0.0, warmup_steps: int | None = None,
               tokens: int | None = None, tokens_per_example: float | None = None,
               accumulation: int = 1, data_shards: int = 1, schedule: str = "constant",
-              batch_ref: int | None = None, lr_ref: float | None = None) -> Arithmetic:
+              batch_ref: int | None = None, lr_ref: float | None = None,
+              decay_fraction: float | None = None) -> Arithmetic:
     """The arithmetic of one run of `batch_size` over `examples` (None: sampled data).
 
-    `tokens` is the training set's total; `epochs` is the max_epochs limit. Raises ConfigError
-    naming the argument when the inputs cannot describe a run.
+    `tokens` is the training set's total; `epochs` is the max_epochs limit; `decay_fraction`
+    a wsd schedule's share of decay steps (default 0.2). Raises ConfigError naming the argument when the
+    inputs cannot describe a run.
     """
     limits = {"max_steps": max_steps, "max_examples": max_examples, "max_epochs": epochs,
               "max_tokens": max_tokens}
     _check_inputs(examples, batch_size, limits, accumulation, data_shards, schedule,
                   (warmup_fraction, warmup_steps), (batch_ref, lr_ref))
+    need(decay_fraction is None or (schedule == "wsd" and 0 < decay_fraction <= 1),
+         "decay_fraction", decay_fraction, "0 < fraction <= 1, with the wsd schedule only")
     ep = None if examples is None else _epoch(examples, batch_size, drop_last)
     tpe = _tokens_per_example(examples, tokens, tokens_per_example)
     total, stopped_by = _total_steps(limits, batch_size, ep, tpe)
@@ -199,7 +210,14 @@ def calculate(examples: int | None, batch_size: int, *, epochs: float | None = N
         examples=done, tokens=None if tpe is None else round(done * tpe),
         **_epoch_fields(ep, done, examples),
         lr_by_rule={} if lr_ref is None else
-        {r: scaled_lr(r, batch_size, batch_ref, lr_ref) for r in TABLE_RULES})
+        {r: scaled_lr(r, batch_size, batch_ref, lr_ref) for r in TABLE_RULES},
+        decay_steps=_decay_steps(WSD_DECAY_FRACTION if decay_fraction is None else decay_fraction,
+                                 total) if schedule == "wsd" else 0)
+    if arith.stable_steps < 0:
+        raise ConfigError(
+            f"schedule.decay_fraction: at batch size {batch_size} the warm-up ({arith.warmup_steps} "
+            f"steps) and the decay ({arith.decay_steps} steps) overlap in the {total}-step run; "
+            "expected warm-up + decay within the run: shorten either, or raise the budget")
     arith.warnings = run_warnings(arith, schedule, warmup_fraction, warmup_steps is not None)
     return arith
 
@@ -253,7 +271,8 @@ def for_config(cfg: Config, batch_size: int, data_shards: int = 1) -> Arithmetic
         drop_last=cfg.batch.drop_last, warmup_fraction=sched.warmup_fraction,
         warmup_steps=sched.warmup_steps, tokens_per_example=task.tokens_per_example(opts),
         accumulation=cfg.batch.accumulation, data_shards=data_shards, schedule=sched.name,
-        batch_ref=batch_ref, lr_ref=lr_ref)
+        batch_ref=batch_ref, lr_ref=lr_ref,
+        decay_fraction=sched.decay[0] if sched.name == "wsd" else None)
 
 
 def sweep_warnings(cfg: Config) -> list[str]:
@@ -296,6 +315,8 @@ def format_table(rows: list[Arithmetic], rule_columns: bool = True) -> str:
         ("steps", lambda a: a.total_steps), ("warm-up", lambda a: a.warmup_steps),
         ("examples", lambda a: a.examples), ("epochs", lambda a: a.epochs),
         ("tokens", lambda a: a.tokens), ("ends at", lambda a: a.stopped_by)]
+    if any(a.decay_steps for a in rows):  # a wsd schedule's phases, after the warm-up
+        cols[8:8] = [("stable", lambda a: a.stable_steps), ("decay", lambda a: a.decay_steps)]
     if any(a.dropped_per_epoch for a in rows):
         cols.insert(6, ("dropped", lambda a: a.dropped_per_epoch))
     for rule in rows[0].lr_by_rule if rows and rule_columns else ():

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scaling.config.names import LR_RULES
+from scaling.config.names import DECAY_SHAPES, LR_RULES, SCHEDULES
 from scaling.config.schema import LearningRateConfig
 
 
@@ -73,6 +73,62 @@ def warmup_steps(schedule_cfg: WarmupSpec, total_steps: int) -> int:
     if schedule_cfg.warmup_steps is not None:
         return int(schedule_cfg.warmup_steps)
     return int(math.floor(schedule_cfg.warmup_fraction * total_steps + 0.5))
+
+
+def decay_steps(decay_fraction: float, total_steps: int) -> int:
+    """A wsd schedule's decay length: its fraction of the run's steps rounded half up, at
+    least one step (0 without a separate decay: fraction 0)."""
+    if decay_fraction <= 0:
+        return 0
+    return max(1, int(math.floor(decay_fraction * total_steps + 0.5)))
+
+
+def lr_multiplier(name: str, step: Any, total_steps: int, warmup: int,
+                  final_fraction: float, decay_steps: int = 0, decay_shape: str = "linear",
+                  xp: Any = np) -> Any:
+    """Multiplier in [0, 1] on the peak learning rate at 0-based `step` (may be traced).
+
+    Warm-up, for step < warmup: (step + 1) / warmup, so step 0 already trains at 1/warmup and
+    step warmup-1 reaches 1. Afterwards, with p = clip((step - warmup) / max(total_steps -
+    warmup - 1, 1), 0, 1) running from 0 at the first post-warm-up step to 1 at the last step
+    (total_steps - 1):
+      constant: 1
+      linear:   1 - (1 - final_fraction) * p
+      cosine:   final_fraction + (1 - final_fraction) * (1 + cos(pi * p)) / 2
+    so decaying schedules end exactly at final_fraction on the last step.
+    wsd (warm-up, stable, decay): 1 until the last `decay_steps` steps, which decay with
+    q = clip((step - (total_steps - decay_steps) + 1) / decay_steps, 0, 1), from 1/decay_steps
+    at the decay's first step to 1 at the run's last, by `decay_shape`:
+      linear: 1 - (1 - final_fraction) * q
+      cosine: final_fraction + (1 - final_fraction) * (1 + cos(pi * q)) / 2
+      sqrt:   1 - (1 - final_fraction) * sqrt(q)   (the "1 - sqrt" cooldown, Hägele et al. 2024)
+    so a decay branched from a stable run's state at total_steps - decay_steps is the same
+    whichever run it came from. Every argument but `step` is a Python value (static); `xp` is
+    the array module (numpy here, jax.numpy in the compiled step: scaling.train.schedules).
+    """
+    if name not in SCHEDULES:
+        raise ValueError(f"schedule {name!r} is unknown; expected one of {', '.join(SCHEDULES)}")
+    step = xp.asarray(step, dtype=xp.float32)
+    warm = (step + 1.0) / max(warmup, 1)
+    if name == "wsd":
+        q = xp.clip((step - (total_steps - decay_steps) + 1.0) / max(decay_steps, 1), 0.0, 1.0)
+        after = _decay(decay_shape, q, final_fraction, xp)
+        return xp.where(step < warmup, warm, after)
+    p = xp.clip((step - warmup) / max(total_steps - warmup - 1, 1), 0.0, 1.0)
+    after = xp.ones_like(p) if name == "constant" else _decay(name, p, final_fraction, xp)
+    return xp.where(step < warmup, warm, after)
+
+
+def _decay(shape: str, q: Any, final_fraction: float, xp: Any) -> Any:
+    """From 1 at q = 0 to final_fraction at q = 1, by `shape` (DECAY_SHAPES)."""
+    if shape not in DECAY_SHAPES:
+        raise ValueError(f"decay shape {shape!r} is unknown; expected one of "
+                         f"{', '.join(DECAY_SHAPES)}")
+    if shape == "linear":
+        return 1.0 - (1.0 - final_fraction) * q
+    if shape == "sqrt":
+        return 1.0 - (1.0 - final_fraction) * xp.sqrt(q)
+    return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + xp.cos(xp.pi * q))
 
 
 # ---------------------------------------------------------------- a batch size's learning rates

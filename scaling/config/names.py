@@ -43,7 +43,9 @@ HYPERPARAMS: dict[str, tuple[str, ...]] = {k: o.hyperparams for k, o in OPTIMIZE
 OPTIMIZER_AXES: tuple[str, ...] = tuple(sorted(
     {name for o in OPTIMIZER_TABLE.values() for name in o.hyperparams} - {"learning_rate"}))
 
-SCHEDULES = ("constant", "linear", "cosine")
+SCHEDULES = ("constant", "linear", "cosine", "wsd")
+DECAY_SHAPES = ("linear", "cosine", "sqrt")  # a wsd schedule's decay (schedule.decay_shape)
+WSD_DECAY_FRACTION = 0.2  # schedule.decay_fraction when a wsd schedule gives none
 LR_MODES = ("grid", "rule", "centered")
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale", "surge")
 B2_RULES = ("half_life",)  # optimizer.b2_rule (scaling.config.optimizer)
@@ -58,4 +60,4 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")
 BATCH_LR_RULES = ("linear", "sqrt", "constant")  # the learning rate when the batch grows
 BRANCH_METRICS = ("eval_loss", "train_loss")
-BATCH_SCHEDULES = ("steps", "doubling", "noise_scale")
+BATCH_SCHEDULES = ("steps", "doubling", "noise_scale", "seesaw")

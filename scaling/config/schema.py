@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaling.config import targets as targets_mod
+from scaling.config.names import WSD_DECAY_FRACTION
+from scaling.config.batch import BatchConfig, BatchScheduleConfig  # noqa: F401 (the schema's)
 from scaling.config.optimizer import AXES, OptimizerConfig, grid_axes  # noqa: F401 (the schema's)
 
 
@@ -50,67 +52,24 @@ class ModelConfig:
 
 @dataclass
 class ScheduleConfig:
-    """Learning-rate shape over a run; warm-up is a fraction of the run's total steps."""
+    """Learning-rate shape over a run; warm-up is a fraction of the run's total steps. A wsd
+    schedule (warm-up, stable, decay) decays over its last `decay_fraction` of the run's steps
+    (default 0.2) by `decay_shape` (linear, cosine or sqrt; default linear)."""
 
     name: str = "constant"
     warmup_fraction: float = 0.0
     warmup_steps: int | None = None
     final_fraction: float = 0.0
-
-
-@dataclass
-class BatchScheduleConfig:
-    """A batch size that grows during a run: a sweep axis beside the fixed batch sizes, trained
-    for each of the learning rates at its start batch x the seeds (docs/schedules.md).
-
-    kind: steps (`steps`: [[from examples, batch size], ...], the first from 0; with `unit:
-    tokens` the first numbers count tokens, for token tasks), doubling (from
-    `start`, twice the batch at each fraction `at` of the budget, up to `max`) or noise_scale
-    (from `start`, twice the batch whenever the run's measured B_simple exceeds `multiple` x
-    its batch, checked at chunk boundaries, up to `max`). lr_rule: how the learning rate follows
-    each change from its value at the start batch (linear, sqrt, constant). name: how run ids
-    and reports call it (default: the kind and the start batch, e.g. doubling32).
-    """
-
-    kind: str = "doubling"
-    name: str | None = None
-    steps: list[list[int]] = field(default_factory=list)
-    start: int | None = None
-    at: list[float] = field(default_factory=list)
-    max: int | None = None
-    multiple: float = 1.0
-    lr_rule: str = "linear"
-    unit: str = "examples"
+    decay_fraction: float | None = None
+    decay_shape: str | None = None
 
     @property
-    def first_batch(self) -> int:
-        return self.steps[0][1] if self.kind == "steps" else self.start
-
-    @property
-    def label(self) -> str:
-        return self.name or f"{self.kind.replace('_', '')}{self.first_batch}"
-
-    @property
-    def batch_sizes(self) -> list[int]:
-        """Every batch size the schedule may take."""
-        if self.kind == "steps":
-            return sorted({b for _, b in self.steps})
-        sizes, b = [], self.start
-        while b <= (self.max or self.start):
-            sizes.append(b)
-            b *= 2
-        return sizes[:len(self.at) + 1] if self.kind == "doubling" else sizes
-
-
-@dataclass
-class BatchConfig:
-    """Global batch sizes (examples or sequences per update), how each step is split, and
-    batch-size schedules (each a sweep axis like a batch size)."""
-
-    sizes: list[int] = field(default_factory=lambda: [128])
-    accumulation: int = 1
-    drop_last: bool = False
-    schedules: list[BatchScheduleConfig] = field(default_factory=list)
+    def decay(self) -> tuple[float, str]:
+        """A wsd schedule's (decay fraction, shape), defaults filled in; (0, linear) otherwise."""
+        if self.name != "wsd":
+            return 0.0, "linear"
+        fraction = WSD_DECAY_FRACTION if self.decay_fraction is None else self.decay_fraction
+        return fraction, self.decay_shape or "linear"
 
 
 @dataclass

@@ -162,6 +162,14 @@ def _validate_schedule(s: ScheduleConfig) -> None:
          "a non-negative integer or null")
     need(0 <= s.final_fraction <= 1, "schedule.final_fraction", s.final_fraction,
          "0 <= fraction <= 1")
+    for key in ("decay_fraction", "decay_shape"):
+        need(s.name == "wsd" or getattr(s, key) is None, f"schedule.{key}", getattr(s, key),
+             "unset: only a wsd schedule (schedule.name: wsd) has a separate decay")
+    fraction, shape = s.decay
+    need(s.name != "wsd" or 0 < fraction <= 1, "schedule.decay_fraction", fraction,
+         "0 < fraction <= 1 (the share of the run's steps the decay takes)")
+    need(shape in names.DECAY_SHAPES, "schedule.decay_shape", shape,
+         f"one of {', '.join(names.DECAY_SHAPES)}")
 
 
 def _validate_targets(cfg: Config, task: Any) -> None:

@@ -81,6 +81,9 @@ def _validate_schedule_entry(sched: BatchScheduleConfig, key: str, accumulation:
         need(len(sched.at) > 0 and all(0 < a < 1 for a in sched.at)
              and sorted(set(sched.at)) == sched.at, f"{key}.at", sched.at,
              "growing fractions of the budget, each 0 < at < 1, where the batch doubles")
+    if sched.kind == "seesaw":
+        need(not sched.at, f"{key}.at", sched.at,
+             "unset with kind: seesaw (the learning-rate schedule's halvings place the doublings)")
     if sched.kind == "noise_scale":
         need(sched.multiple > 0, f"{key}.multiple", sched.multiple,
              "a positive number: the batch doubles when B_simple exceeds multiple x batch")
@@ -107,6 +110,13 @@ def validate_schedules(cfg: Config) -> None:
          "start batch)")
     need(cfg.data.placement != "host", "data.placement", cfg.data.placement,
          "device or auto with batch.schedules (each phase draws its data order on the device)")
+    if any(s.kind == "seesaw" for s in cfg.batch.schedules):
+        need(cfg.schedule.name != "constant", "schedule.name", cfg.schedule.name,
+             "a decaying schedule (linear, cosine, wsd) with a seesaw batch schedule: its "
+             "doublings stand where the rate would halve, and a constant rate never does")
+        need(cfg.schedule.final_fraction < 0.5, "schedule.final_fraction",
+             cfg.schedule.final_fraction, "below 0.5 with a seesaw batch schedule (a rate that "
+             "ends at half its peak or above never halves)")
     if any(s.kind == "noise_scale" for s in cfg.batch.schedules):
         need(cfg.gns.enabled, "gns.enabled", cfg.gns.enabled,
              "true with a noise_scale schedule (it reads each run's B_simple)")

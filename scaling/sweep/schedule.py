@@ -29,7 +29,7 @@ from scaling.config.optimizer_rules import rule_values
 from scaling.config.targets import crossing
 from scaling.sweep import group as group_mod, progress
 from scaling.sweep.grid import PlannedRun
-from scaling.sweep.segments import Segment, phase_learning_rate, static_segments
+from scaling.sweep.segments import Segment, as_static, phase_learning_rate, static_segments
 from scaling.sweep.session import Session
 from scaling.train import start as start_mod
 from scaling.train import precision
@@ -86,7 +86,8 @@ class ScheduledGroup:
             arith = self.programs(b)[1]
             return _Cohort(list(range(len(self.group))), Segment(b, 0, arith.total_steps, 0, 0, arith))
         arith = {b: self.programs(b)[1] for b in self.sched.batch_sizes}
-        self.static = static_segments(self.sched, self.budget, arith, self.tokens_per_example)
+        static = as_static(self.cfg, self.sched, arith[self.sched.first_batch])
+        self.static = static_segments(static, self.budget, arith, self.tokens_per_example)
         return _Cohort(list(range(len(self.group))), self.static[0])
 
     def train(self) -> list[dict[str, Any]]:

@@ -10,12 +10,15 @@ by the program's arithmetic). jax-free.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from scaling import config as config_mod
 from scaling.config import BatchScheduleConfig, Config
-from scaling.config.learning_rates import scaled_lr
+from scaling.config.learning_rates import lr_multiplier, scaled_lr
 from scaling.config.arithmetic import Arithmetic, for_config
 from scaling.tasks import task_class
 
@@ -55,6 +58,27 @@ class Segment:
         first = -(-examples // batch_size)  # so the run ends within one batch under the budget
         return Segment(batch_size, first, arith.total_steps if end is None else end,
                        self.step(own), examples, arith)
+
+
+def as_static(cfg: Config, sched: BatchScheduleConfig, start: Arithmetic) -> BatchScheduleConfig:
+    """A seesaw schedule as the doubling schedule it is for this config: the batch doubles at
+    the first step where the learning-rate multiplier of the start batch's run has fallen to
+    1/2, 1/4, ... of its peak (each as a fraction of the budget's examples), up to `max`, and
+    the rate follows by the schedule's rule (sqrt: it falls by sqrt(2) where it would halve).
+    Every other schedule as it is."""
+    if sched.kind != "seesaw":
+        return sched
+    s, total = cfg.schedule, start.total_steps
+    steps = np.arange(total)
+    rate = lr_multiplier(s.name, steps, total, start.warmup_steps, s.final_fraction,
+                         start.decay_steps, s.decay[1])
+    at = []
+    for k in range(1, len(sched.batch_sizes)):
+        fallen = np.nonzero((steps >= start.warmup_steps) & (rate <= 0.5**k + 1e-6))[0]
+        if not len(fallen):
+            break
+        at.append(start.examples_at(int(fallen[0])) / start.examples)
+    return dataclasses.replace(sched, kind="doubling", name=sched.label, at=at)
 
 
 def phase_plan(sched: BatchScheduleConfig, budget: int,
@@ -108,7 +132,7 @@ def describe(cfg: Config, sched: BatchScheduleConfig, data_shards: int = 1) -> s
                 f"B_simple exceeds {sched.multiple:g} x its batch (checked at every chunk "
                 f"boundary, train.chunk_steps), within {budget:,} examples")
     arith = {b: for_config(cfg, b, data_shards) for b in sched.batch_sizes}
-    segs = static_segments(sched, budget, arith,
+    segs = static_segments(as_static(cfg, sched, arith[sched.first_batch]), budget, arith,
                            task_class(cfg.task.name).tokens_per_example(cfg.task.options))
     parts = [f"batch {s.batch_size} for steps {s.steps_before:,}-{s.step(s.end):,} "
              f"({s.examples_before:,}-{s.examples(s.end):,} examples)" for s in segs]

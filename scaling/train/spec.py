@@ -114,6 +114,8 @@ class LRSchedule:
     name: str = "constant"
     warmup_steps: int = 0
     final_fraction: float = 0.0
+    decay_steps: int = 0  # wsd: the run's last steps, which decay by `decay_shape`
+    decay_shape: str = "linear"
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,8 @@ def group_spec(cfg: Config, batch_size: int, data_shards: int) -> tuple[GroupSpe
         data=DataSpec(batch_size, layout, arith.num_examples, cfg.batch.drop_last),
         optimizer=cfg.optimizer.name, total_steps=arith.total_steps,
         chunk_steps=cfg.train.chunk_for(arith.total_steps),
-        schedule=LRSchedule(cfg.schedule.name, arith.warmup_steps, cfg.schedule.final_fraction),
+        schedule=LRSchedule(cfg.schedule.name, arith.warmup_steps, cfg.schedule.final_fraction,
+                            arith.decay_steps, cfg.schedule.decay[1]),
         stopping=Stopping(tuple(parse_target(t) for t in cfg.targets), cfg.train.stop_at_targets,
                           cfg.train.divergence_factor, cfg.reached.reach,
                           cfg.reading_extension),

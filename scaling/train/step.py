@@ -18,7 +18,7 @@ from scaling.train import measure, precision, reach
 from scaling.train.measure import NoiseState
 from scaling.train.optimizers import make_optimizer, set_learning_rate
 from scaling.train.reach import ReachState, Schedule
-from scaling.train.schedules import lr_multiplier
+from scaling.train.schedules import schedule_multiplier
 from scaling.train.spec import GroupSpec, Status
 
 
@@ -147,8 +147,7 @@ class RunStep:
         batch, weights = self._batch(rs, data, step, slot)
         out, valid = measure.step_gradient(spec, self.loss, self.mesh, rs.params,
                                            rs.opt_state, batch, weights, step)
-        lr = rs.base_lr * lr_multiplier(spec.schedule.name, step, spec.total_steps, spec.schedule.warmup_steps,
-                                        spec.schedule.final_fraction)
+        lr = rs.base_lr * schedule_multiplier(spec.schedule, step, spec.total_steps)
         opt_state = set_learning_rate(rs.opt_state, lr)
         tx = self._tx(dict(opt_state.hyperparams))
         updates, opt_state = tx.update(out.grad, opt_state, rs.params)

@@ -25,7 +25,7 @@ import optax
 from scaling.config.names import HYPERPARAMS
 from scaling.train.optimizers import make_optimizer, set_learning_rate
 from scaling.train.program import GroupProgram
-from scaling.train.schedules import lr_multiplier
+from scaling.train.schedules import schedule_multiplier
 from scaling.train.spec import RunSpec
 from scaling.train.step import AUGMENT_STREAM
 
@@ -72,8 +72,7 @@ class TutorialLoop:
             return jnp.sum(losses * weights) / jnp.sum(weights)
 
         loss, grads = jax.value_and_grad(mean_loss)(params)
-        lr = base_lr * lr_multiplier(spec.schedule.name, step, spec.total_steps, spec.schedule.warmup_steps,
-                                     spec.schedule.final_fraction)
+        lr = base_lr * schedule_multiplier(spec.schedule, step, spec.total_steps)
         opt_state = set_learning_rate(opt_state, lr)
         updates, opt_state = self.tx(**opt_state.hyperparams).update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
