@@ -18,7 +18,10 @@ class BatchScheduleConfig:
     (from `start`, twice the batch whenever the run's measured B_simple exceeds `multiple` x
     its batch, checked at chunk boundaries, up to `max`) or seesaw (from `start`, twice the
     batch wherever the learning-rate schedule would have halved the rate, up to `max`;
-    Meterez et al. 2025). lr_rule: how the learning rate follows each change from its value at
+    Meterez et al. 2025), switch (from `start` to `max` at the one fraction `at` of the budget;
+    Wang et al. 2026) or linear_examples (a ramp linear in examples from `start` to `max`, reached
+    at the fraction `at`, in steps of `start`: the batch is the largest multiple of `start` the
+    ramp has passed; DeepSeek-V3). lr_rule: how the learning rate follows each change from its value at
     the start batch (linear, sqrt, constant; default linear, sqrt for seesaw: the rate falls by
     sqrt(2) where the schedule would halve it). name: how run ids and reports call it
     (default: the kind and the start batch, e.g. doubling32).
@@ -55,6 +58,10 @@ class BatchScheduleConfig:
         while b <= (self.max or self.start):
             sizes.append(b)
             b *= 2
+        if self.kind == "switch":
+            return [self.start, self.max]
+        if self.kind == "linear_examples":
+            return list(range(self.start, self.max + 1, self.start))
         return sizes[:len(self.at) + 1] if self.kind == "doubling" else sizes
 
 

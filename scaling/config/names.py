@@ -60,4 +60,4 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")
 BATCH_LR_RULES = ("linear", "sqrt", "constant")  # the learning rate when the batch grows
 BRANCH_METRICS = ("eval_loss", "train_loss")
-BATCH_SCHEDULES = ("steps", "doubling", "noise_scale", "seesaw")
+BATCH_SCHEDULES = ("steps", "doubling", "noise_scale", "seesaw", "switch", "linear_examples")

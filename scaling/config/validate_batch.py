@@ -81,6 +81,15 @@ def _validate_schedule_entry(sched: BatchScheduleConfig, key: str, accumulation:
         need(len(sched.at) > 0 and all(0 < a < 1 for a in sched.at)
              and sorted(set(sched.at)) == sched.at, f"{key}.at", sched.at,
              "growing fractions of the budget, each 0 < at < 1, where the batch doubles")
+    if sched.kind in ("switch", "linear_examples"):
+        need(len(sched.at) == 1 and 0 < sched.at[0] < 1, f"{key}.at", sched.at,
+             "one fraction of the budget, 0 < at < 1, " + ("where the batch switches to max"
+                                                           if sched.kind == "switch" else
+                                                           "where the ramp reaches max"))
+        need(sched.max > sched.start, f"{key}.max", sched.max, f"a batch size > start={sched.start}")
+    if sched.kind == "linear_examples":
+        need(sched.max % sched.start == 0, f"{key}.max", sched.max,
+             f"a multiple of start={sched.start} (the ramp moves in steps of start)")
     if sched.kind == "seesaw":
         need(not sched.at, f"{key}.at", sched.at,
              "unset with kind: seesaw (the learning-rate schedule's halvings place the doublings)")

@@ -85,14 +85,18 @@ def phase_plan(sched: BatchScheduleConfig, budget: int,
                tokens_per_example: int | None = None) -> list[tuple[int, int]]:
     """(from examples, batch size) of a static schedule's phases within `budget` examples:
     steps as given (in tokens with unit: tokens, cut to whole examples), doubling at each
-    fraction of the budget up to max. Phases that would start at or past the budget are left
+    fraction of the budget up to max, a switch to max at its fraction, or a linear ramp's
+    multiples of start where the ramp reaches each. Phases that would start at or past the budget are left
     out."""
     if sched.kind == "steps":
         per = tokens_per_example if sched.unit == "tokens" else 1
         phases = [(int(e) // per, int(b)) for e, b in sched.steps]
-    elif sched.kind == "doubling":
+    elif sched.kind in ("doubling", "switch"):
         sizes = sched.batch_sizes
         phases = [(0, sizes[0])] + [(int(round(a * budget)), b) for a, b in zip(sched.at, sizes[1:])]
+    elif sched.kind == "linear_examples":  # batch k x start once the ramp has reached it
+        reach, span = sched.at[0] * budget, sched.max - sched.start
+        phases = [(int(round((b - sched.start) / span * reach)), b) for b in sched.batch_sizes]
     else:
         raise ValueError(f"a {sched.kind} schedule has no phases fixed in advance")
     return [p for p in phases if p[0] < budget or p[0] == 0]
