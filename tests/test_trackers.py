@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 import jax
@@ -163,6 +164,11 @@ def test_a_failed_group_ends_its_wandb_runs_with_an_error(tmp_path):
     wb.log("r", [{"step": 0, "loss": 1.0, "note": None}])
     wb.close()
     run = _wandb_run(tmp_path, "r")
+    for _ in range(50):  # wandb's service may write the exit record just after finish returns
+        if run["exit_code"] is not None:
+            break
+        time.sleep(0.2)
+        run = _wandb_run(tmp_path, "r")
     assert run["exit_code"] == 1 and run["history"][0]["loss"] == 1.0
 
 
