@@ -188,8 +188,8 @@ def calculate(examples: int | None, batch_size: int, *, epochs: float | None = N
     """The arithmetic of one run of `batch_size` over `examples` (None: sampled data).
 
     `tokens` is the training set's total; `epochs` is the max_epochs limit; `decay_fraction`
-    a wsd schedule's share of decay steps (default 0.2). Raises ConfigError naming the argument when the
-    inputs cannot describe a run.
+    a wsd schedule's share of decay steps (default 0.2). Raises ConfigError naming the
+    argument when the inputs cannot describe a run.
     """
     limits = {"max_steps": max_steps, "max_examples": max_examples, "max_epochs": epochs,
               "max_tokens": max_tokens}
@@ -271,8 +271,7 @@ def for_config(cfg: Config, batch_size: int, data_shards: int = 1) -> Arithmetic
         drop_last=cfg.batch.drop_last, warmup_fraction=sched.warmup_fraction,
         warmup_steps=sched.warmup_steps, tokens_per_example=task.tokens_per_example(opts),
         accumulation=cfg.batch.accumulation, data_shards=data_shards, schedule=sched.name,
-        batch_ref=batch_ref, lr_ref=lr_ref,
-        decay_fraction=sched.decay[0] if sched.name == "wsd" else None)
+        batch_ref=batch_ref, lr_ref=lr_ref, decay_fraction=sched.decay_fraction)
 
 
 def sweep_warnings(cfg: Config) -> list[str]:
