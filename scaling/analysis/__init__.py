@@ -2,7 +2,8 @@
 per target), `curves` (noise scales near a step), `selection` (each batch size's learning
 rate), `optimum` (steps at the optimum between the rates tried), `points` (each batch size's
 point at a target), `optima` (each batch size's optimal learning rate), `tradeoff` and `fit`
-(the S(B) fit and its interval), `intervals` (what an interval resamples; bounds and "not
+(the S(B) fit and its interval), `crossing` (curves that cross: the trade-off's order
+broken, the smallest and the example-optimal batch size), `intervals` (what an interval resamples; bounds and "not
 identified"), `lr_rules` (rules against the optima), `hyper_rules` (searched beta2 and weight
 decay against their rules), `definitions` (other critical batch sizes), `schedules` (batch-size
 schedules against the fixed batch sizes), `analyze` (analysis.json), `contract` and `sections`

@@ -22,6 +22,7 @@ from scaling import store
 from scaling.analysis import definitions, intervals, optimum
 from scaling.analysis.budget_folder import (budget_section, reading as budget_reading,
                                             summary_lines as budget_summary)
+from scaling.analysis.crossing import crossing
 from scaling.analysis.hyper_rules import budgets, hyper_rules
 from scaling.analysis.lr_rules import lr_rules
 from scaling.analysis.schedules import analyze_schedules, is_scheduled, summary_lines
@@ -37,6 +38,8 @@ from scaling.errors import need
 from scaling.formatting import estimate, number, text_table
 from scaling.store import finite
 from scaling.store.cost import cost
+
+CROSSING_STREAM = 7921  # the crossing's percentile draws, apart from the fit's
 
 
 # ---------------------------------------------------------------- whole sweep
@@ -113,6 +116,9 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
     points, by_size, timed, fit = _curve(name, table, bootstrap, rng, how, "steps_to_target",
                                          method)
     unreached = [s for s, g in by_size.items() if select(g, how) is None]
+    crossed = crossing(by_size, timed, unreached, how, bootstrap,
+                       np.random.default_rng(CROSSING_STREAM), method)
+    fit = None if crossed["crossed"] else fit  # no hyperbola over crossing curves
     first_points, _, _, first_fit = _curve(name, table, bootstrap, rng, "min", "first_crossing",
                                            method)
     scales = {key: median_positive([p[key] for p in points])
@@ -133,7 +139,8 @@ def analyze_target(name: str, table: list[dict], bootstrap: int, rng: np.random.
                  "b_crit": first_b, "b_crit_ci": first_fit and first_fit["b_crit_ci"],
                  "interval": first_fit and first_fit["interval"],
                  "steps": {str(p["batch_size"]): p["steps"] for p in first_points},
-                 "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])}}
+                 "outside_interval": bool(ci and first_b and not ci[0] <= first_b <= ci[1])},
+             "crossing": crossed}
     chosen = {size: picked[1] for size, g in by_size.items() if (picked := select(g, how))}
     entry["lr_rules"] = lr_rules(name, points, chosen, bootstrap, rng, scales, method, surge)
     entry["hyper_rules"] = hyper_rules(name, by_size, examples or {})

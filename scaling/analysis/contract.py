@@ -126,6 +126,38 @@ class FirstCrossing(TypedDict):
     outside_interval: bool
 
 
+class Smallest(TypedDict):
+    """The smallest batch size tried that reaches a target and where the truth lies."""
+
+    batch_size: int
+    interval: Interval | None
+    bound: str | None
+    why: str
+
+
+class ExampleOptimal(TypedDict):
+    """The batch size with the fewest examples to a target, between grid points."""
+
+    batch_size: float
+    examples: float
+    at_edge: str | None
+    bound: str | None
+    batch_size_ci: Interval | None
+    interval: IntervalInfo
+
+
+class Crossing(TypedDict):
+    """Whether a target's curves cross (scaling.analysis.crossing): pairs that break the
+    trade-off's order beyond their intervals (then no S(B) fit), pairs whose estimates do."""
+
+    crossed: bool
+    pairs: list[dict[str, Any]]
+    seen: list[dict[str, Any]]
+    why: str | None
+    smallest: Smallest | None
+    example_optimal: ExampleOptimal | None
+
+
 class Target(TypedDict):
     """One target; besides these keys, one section per other definition of B_crit
     (scaling.analysis.definitions.DEFINITIONS)."""
@@ -149,6 +181,7 @@ class Target(TypedDict):
     b_simple_precond: float | None
     b_simple_over_b_crit: float | None
     first_crossing: FirstCrossing
+    crossing: Crossing
     lr_rules: LRRules | None
     hyper_rules: HyperRules | None
 

@@ -14,6 +14,7 @@ from scaling.analysis import in_use
 from scaling.store.cost import cost_line
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.table import unreached_lines
+from scaling.report.crossing import crossing_lines
 from scaling.config import Config, ConfigError, learning_rates
 from scaling.config.load import load_folder
 from scaling.config.arithmetic import Arithmetic, format_table
@@ -311,6 +312,9 @@ def _target_conclusion(t: dict) -> list[str]:
                    + ", ".join(f"{p['batch_size']} ({p['at_edge']})" for p in edges)
                    + ": the true optimum may lie outside the grid there, so those points "
                    "(and the fit) may overstate the steps needed; widen the grid.")
+    cross = t.get("crossing") or {}
+    if cross.get("crossed"):
+        return out + crossing_lines(name, cross)
     if not fit or t.get("b_crit") is None:
         out.append(f"No trade-off fit for {name}: it needs the target reached at two or more "
                    "batch sizes.")
