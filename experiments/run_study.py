@@ -4,8 +4,9 @@ A study is a config in configs/ (configs/<name>.yaml) whose results land in resu
 analysis.json, report.md, figures/ (committed) and runs/ (the raw run files, not committed).
 A config with a `branch:` section is a branched measurement: `scaling branch` runs it instead
 of `scaling sweep` (its base/ and branches/ folders are not committed either). A config with a
-`scale:` section trains one sweep per cell under results/<name>/cells/ (their runs/ are not
-committed either) and is analysed as a multi-cell folder.
+`scale:` section, or a budget with cooldowns, trains one sweep per cell under
+results/<name>/cells/ (their runs/ are not committed either) and is analysed as a multi-cell
+folder.
 The sweep resumes, so a study killed half way is finished by running the same command again;
 wall_s then counts only the last invocation, and study.json says so (resumed: true);
 runs_wall_s is the training time recorded in the run files, whatever the invocations; cpu_s the
@@ -57,7 +58,8 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
 
     data = yaml.safe_load(config.read_text()) or {}
     command = "branch" if "branch" in data else "sweep"
-    runs = out / ("base" if command == "branch" else "cells" if data.get("scale") else "runs")
+    cells = data.get("scale") or (data.get("budget") or {}).get("cooldowns")
+    runs = out / ("base" if command == "branch" else "cells" if cells else "runs")
     resumed = runs.is_dir() and any(runs.iterdir())
     argv = [command, str(config), *overrides, "--out", str(out)] + (["--quiet"] if quiet else [])
     started, cpu = time.perf_counter(), time.process_time()

@@ -62,7 +62,8 @@ def parent(tmp_path_factory):
 @pytest.mark.slow  # nine cells analysed, drawn and reported (about 7 s)
 def test_the_parent_analysis_has_the_documented_keys(parent):
     analysis = json.loads((parent / "analysis.json").read_text())
-    assert set(analysis) == {"version", "kind", "sweep", "manifest", "fixed_budget"}
+    assert set(analysis) == {"version", "kind", "sweep", "manifest", "fixed_budget", "cooldowns"}
+    assert analysis["cooldowns"] is None  # an import, not a cooldown sweep
     assert analysis["kind"] == "cells" and analysis["sweep"]["cells"] == 9
     fb = analysis["fixed_budget"]
     assert set(fb) == FIXED_BUDGET_KEYS and len(fb["cells"]) == 9

@@ -139,8 +139,7 @@ def test_with_every_checkpoint_corrupt_the_group_starts_again(checkpointed, refe
 
 
 @pytest.mark.slow
-def test_a_group_resumed_mid_way_stops_the_same_dominated_runs(tmp_path, monkeypatch,
-                                                               scaling_log):
+def test_a_group_resumed_mid_way_stops_the_same_dominated_runs(tmp_path, scaling_log):
     """With a fourth, slow learning rate (0.01: not a neighbour of the best once 0.05 is
     tried), stopping dominated runs is decided from the rows, one chunk behind: a group resumed
     from a checkpoint in the middle stops the same run at the same step, row for row."""
@@ -155,10 +154,9 @@ def test_a_group_resumed_mid_way_stops_the_same_dominated_runs(tmp_path, monkeyp
     stopped_at = min(r["summary"]["steps"] for r in store.load(tmp_path / "reference")
                      if r["summary"]["status"] == "dominated")
     keep = (stopped_at - 20,)  # saved, and kept, a chunk before the run's last decided chunk
-    prepare = runner.prepare
-    monkeypatch.setattr(runner, "prepare", lambda *a, **k: dataclasses.replace(
-        prepare(*a, **k), checkpoint_at=keep))
-    runner.run(cfg, tmp_path / "saved", quiet=True)
+    saving = dataclasses.replace(runner.prepare(cfg, tmp_path / "saved"),
+                                 checkpoint_at={size: keep for size in cfg.batch.sizes})
+    runner.run(cfg, tmp_path / "saved", quiet=True, prepared=saving)
     shutil.copytree(tmp_path / "saved", tmp_path / "o")
     _unfinish(tmp_path / "o")
     for meta in _checkpoints(tmp_path / "o"):  # resume from the one before the stop

@@ -19,6 +19,9 @@ from scaling.config.learning_rates import scaled_lr
 NOTES = {"target not reached there": "beside a diverged or missing run"}  # the steps view's words
 
 
+SMALL = 0.0001  # a metric difference printed as less than this
+
+
 def _curve(curve: Any) -> LRCurve:
     """A fixed-budget curve (lower is better) as the steps view's LRCurve, so its reading
     between grid points (steps_at_lr) serves here too."""
@@ -41,9 +44,15 @@ def _entry(point: dict, predicted: float, curve: LRCurve, lower: bool) -> dict:
 
 def _worst(entries: list[dict]) -> str:
     worst = max(entries, key=lambda e: abs(math.log(e["ratio_to_optimum"])))
-    cost = "" if worst["excess"] is None else f", {worst['excess']:+.3g} in the metric"
+    cost = "" if worst["excess"] is None else f", {_signed(worst['excess'])} in the metric"
     return (f"at worst {worst['ratio_to_optimum']:.2g}x the optimum (B = {worst['batch_size']}"
             f"{cost}{', ' + worst['note'] if worst['note'] else ''})")
+
+
+def _signed(value: float) -> str:
+    """A difference in the metric: 3 significant figures, or '+<0.0001' below what a final
+    metric's noise could mean."""
+    return f"{value:+.3g}" if abs(value) >= SMALL else f"{'+' if value >= 0 else '-'}<{SMALL}"
 
 
 def _summary(rules: dict, fit: dict | None) -> str:

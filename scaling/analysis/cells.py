@@ -52,5 +52,21 @@ def analyze_cells(out: str | Path, bootstrap: int = 1000, seed: int = 0,
                            "tokens_per_example": manifest.get("tokens_per_example"),
                            "compute_source": manifest["cells"][0].get("compute_source")},
               "fixed_budget": section(entries, draws, manifest.get("batch_unit") or "examples",
-                                      bootstrap, seed)}
+                                      bootstrap, seed),
+              "cooldowns": (cooldown_cost(loaded) if manifest.get("source") == "cooldowns"
+                            else None)}
     return parent, per_cell, loaded
+
+
+def cooldown_cost(loaded: dict[str, list[dict]]) -> dict[str, float]:
+    """What a cooldown sweep trained (each cooldown run from its start, config.json's
+    `cooldown`) against what separate runs per budget would have (every run from step 0):
+    examples as the runs' summaries count them, extensions and early stops included."""
+    trained = separate = 0
+    for records in loaded.values():
+        for r in records:
+            examples = r["summary"].get("examples") or 0
+            separate += examples
+            trained += examples - (r["config"].get("cooldown") or {}).get("from_examples", 0)
+    return {"examples_trained": trained, "examples_separate": separate,
+            "ratio": trained / separate if separate else None}

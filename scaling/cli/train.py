@@ -12,7 +12,7 @@ from scaling.cli.analyze import after_training, analyze_cells_folder, analyze_fo
 from scaling.cli.main import main
 from scaling.cli.parser import UsageError
 from scaling.config import Config, ConfigError, load
-from scaling.sweep import launch, prepare as prepare_mod, runner, scale, watch
+from scaling.sweep import cooldown, launch, prepare as prepare_mod, runner, scale, watch
 from scaling.train import compile_cache
 from scaling.train.mesh import is_leader, maybe_initialize_distributed
 
@@ -24,9 +24,10 @@ SLURM_ONLY = {"jobs": "--jobs", "nodes": "--nodes", "partition": "--partition", 
 
 def run_train(args: argparse.Namespace) -> int:
     cfg = load(args.config, args.overrides)
-    if cfg.scale:
-        raise UsageError("scale: scaling train trains one batch size of one sweep; a config "
-                         "with scale axes trains with scaling sweep")
+    if cfg.scale or cfg.budget.cooldowns:
+        raise UsageError(f"{'scale' if cfg.scale else 'budget.cooldowns'}: scaling train trains "
+                         "one batch size of one sweep; a config with scale axes or cooldowns "
+                         "trains with scaling sweep")
     if args.batch_size is None and len(cfg.batch.sizes) > 1:
         raise UsageError(f"--batch-size: missing; the config lists batch sizes {cfg.batch.sizes}, "
                          "train runs one of them (scaling sweep runs them all)")
@@ -39,6 +40,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     cfg = load(args.config, args.overrides)
     if cfg.scale:
         return _scale_sweep(cfg, args)
+    if cfg.budget.cooldowns:
+        return _cooldown_sweep(cfg, args)
     out = _out(cfg, args)
     analyze = lambda: after_training(Path(out), args.partial, lambda: analyze_folder(
         Path(out), quiet=args.quiet, partial=args.partial))
@@ -80,6 +83,33 @@ def _scale_sweep(cfg: Config, args: argparse.Namespace) -> int:
         print(f"nothing to do: every run is already finished in {out}")
     if is_leader():
         print(scale.final_table(cells))
+    return _finish(args, out, analyze)
+
+
+def _cooldown_sweep(cfg: Config, args: argparse.Namespace) -> int:
+    """A config with budget.cooldowns: one cell per budget, the stable runs first, then each
+    budget's decay from their saved states, then the laws across the budgets
+    (scaling.sweep.cooldown). Trained here, in one process."""
+    for given, flag in ((args.launcher == "slurm", "--launcher slurm"),
+                        (args.shard is not None, "--shard")):
+        if given:
+            raise UsageError(f"{flag}: a sweep with budget.cooldowns trains in one process (its "
+                             "cooldowns wait for the stable runs' saved states)")
+    maybe_initialize_distributed()
+    compile_cache.enable(args.compile_cache, args.no_compile_cache)
+    out = _out(cfg, args)
+    cells = cooldown.prepare_cells(cfg, out, args.force)
+    if args.dry_run:
+        print(cooldown.describe(cells, args.force))
+        return 0
+    if not cooldown.run(cfg, out, cells, args.force, args.quiet, shown=args.progress,
+                        wait=args.wait) and is_leader():
+        print(f"nothing to do: every run is already finished in {out}")
+    if is_leader():
+        print(scale.final_table(cells))
+        print(cooldown.cost_line(*cooldown.planned_examples(cells)))
+    analyze = lambda: after_training(Path(out), args.partial, lambda: analyze_cells_folder(
+        Path(out), 1000, False, args.quiet, None, None, args.partial))
     return _finish(args, out, analyze)
 
 

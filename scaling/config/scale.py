@@ -122,22 +122,40 @@ def _build(tree: dict, values: dict[str, Any], where: str) -> Config:
         raise ConfigError(f"{where}: {err}") from None
 
 
+def budgets(cfg: Config) -> list[float]:
+    """With budget.cooldowns, every budget read, smallest first: the cooldowns, then the
+    budget itself (whose runs train the stable phase for all of them)."""
+    (key, budget), = cfg.budget.limits().items()
+    whole = lambda v: int(v) if isinstance(budget, int) and float(v).is_integer() else v
+    return [whole(v) for v in cfg.budget.cooldowns if v != budget] + [budget]
+
+
+def axes(cfg: Config) -> dict[str, list[Any]]:
+    """The scale axes: the config's, or under budget.cooldowns one axis of its budgets."""
+    if cfg.budget.cooldowns:
+        return {f"budget.{next(iter(cfg.budget.limits()))}": budgets(cfg)}
+    return cfg.scale
+
+
 def cells(cfg: Config) -> list[Cell]:
     """One Cell per combination of the scale values (the first key varies slowest), each
-    config validated; a ConfigError naming the scale key, before any compute."""
-    need(isinstance(cfg.scale, dict) and len(cfg.scale) > 0, "scale", cfg.scale,
+    config validated; a ConfigError naming the scale key, before any compute. Under
+    budget.cooldowns, one cell per budget, the largest last."""
+    scale = axes(cfg)
+    need(isinstance(scale, dict) and len(scale) > 0, "scale", scale,
          "a mapping of config keys to lists of values")
     need(cfg.analysis.view in VIEWS, "analysis.view", cfg.analysis.view,
          f"{' or '.join(VIEWS)} with a scale section (the laws across cells read every run at "
          "its budget)")
     tree = to_dict(cfg)
-    for key, values in cfg.scale.items():
+    tree["budget"]["cooldowns"] = None  # a cell is one budget
+    for key, values in scale.items():
         _check_key(tree, key, values)
         for i, value in enumerate(values):  # each value alone names its own key
             _build(tree, {key: value}, f"scale.{key}[{i}] = {value!r}")
     out = []
-    for combo in itertools.product(*cfg.scale.values()):
-        values = dict(zip(cfg.scale, combo))
+    for combo in itertools.product(*scale.values()):
+        values = dict(zip(scale, combo))
         name = cell_name(values)
         out.append(Cell(name, values, _build(tree, values, f"scale: cell {name}")))
     names = [c.name for c in out]

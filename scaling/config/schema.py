@@ -117,6 +117,11 @@ class BudgetConfig:
     (reached.window) runs past the budget trains on until the window closes, up to this many
     times the budget; false, off or 1: none, and such a run is read with the window clipped
     at the budget, flagged (scaling.config.targets).
+
+    cooldowns: smaller budgets in the unit of the one limit set, read from the same runs
+    under a wsd schedule: each run trains its stable phase once, to the largest budget, and
+    each smaller budget's decay branches from the state saved where that budget's decay
+    starts (scaling.sweep.cooldown; a scale sweep over the budget, one cell per budget).
     """
 
     max_steps: int | None = None
@@ -124,6 +129,7 @@ class BudgetConfig:
     max_epochs: float | None = None
     max_tokens: int | None = None
     reading_extension: float | bool = 1.5
+    cooldowns: list[float] | None = None
 
     @property
     def extension_factor(self) -> float:

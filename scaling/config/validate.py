@@ -287,6 +287,39 @@ def _validate_budget(cfg: Config, task: Any) -> None:
         if bud.max_examples is not None:
             need(bud.max_examples >= size, "budget.max_examples", bud.max_examples,
                  f"at least one batch (>= {size} for batch size {size})")
+    if bud.cooldowns is not None:
+        _validate_cooldowns(cfg)
+
+
+def _validate_cooldowns(cfg: Config) -> None:
+    """Budgets that can share their stable runs: sorted, within the one limit, under a wsd
+    schedule whose stable phase is the same at every budget, with one grid for all."""
+    c, limits = cfg.budget.cooldowns, cfg.budget.limits()
+    need(len(limits) == 1, "budget.cooldowns", c,
+         f"unset while several limits are set ({', '.join(limits)}); cooldowns are in the unit "
+         "of the one limit")
+    (key, budget), = limits.items()
+    need(isinstance(c, list) and len(c) > 0 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= budget for v in c),
+        "budget.cooldowns", c, f"a non-empty list of budgets in (0, budget.{key}={budget:g}]")
+    need(all(a < b for a, b in zip(c, c[1:])), "budget.cooldowns", c,
+         "budgets in increasing order, each once")
+    need(cfg.schedule.name == "wsd", "budget.cooldowns", c,
+         f"unset under schedule {cfg.schedule.name!r}: a cooldown is the decay of a wsd schedule")
+    need(cfg.schedule.warmup_fraction == 0, "schedule.warmup_fraction",
+         cfg.schedule.warmup_fraction, "0 with budget.cooldowns (a warm-up in a fraction of the "
+         "run would differ between budgets); give schedule.warmup_steps instead")
+    need(not cfg.batch.schedules, "budget.cooldowns", c, "unset with batch.schedules")
+    need(not (cfg.learning_rate.searched and cfg.targets), "budget.cooldowns", c,
+         "unset with the learning-rate search (every budget reads the stable runs' one grid); "
+         "set learning_rate.search: false")
+    need(cfg.optimizer.weight_decay_rule != "timescale", "budget.cooldowns", c,
+         "unset with optimizer.weight_decay_rule: timescale (its weight decay depends on the "
+         "budget, so the budgets could not share their stable runs)")
+    need(cfg.analysis.view in ("fixed_budget", "both"), "analysis.view", cfg.analysis.view,
+         "fixed_budget or both with budget.cooldowns (each budget is read at its end)")
+    need(not cfg.scale, "budget.cooldowns", c, "unset with a scale section (not supported yet: "
+         "give each model size its own config)")
 
 
 def validate_devices(cfg: Config, num_devices: int) -> tuple[int, int]:

@@ -54,15 +54,27 @@ def _argmin(law: dict) -> str:
                                is not None else "")
 
 
+WIDE = 1000  # a prefactor's interval wider than this factor is not printed
+
+
 def laws_table(analysis: dict) -> list[str]:
     laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
-    rows = [[LAW_NAMES.get(name, name), estimate(law["coefficient"], law.get("coefficient_ci")),
+    rows = [[LAW_NAMES.get(name, name), _coefficient(law),
              _exponent(law, "params"), _exponent(law, "tokens"), _alone(law, "tokens"),
              _argmin(law), number(law.get("rms_log_residual")), number(law.get("num_cells"))]
             for name, law in laws.items() if law]
     return markdown_table(["law", "coefficient [95% CI]", "exponent of N [95% CI]",
                            "exponent of D [95% CI]", "D alone [95% CI]",
                            "measured arg-min: exponents", "rms log residual", "cells"], rows)
+
+
+def _coefficient(law: dict) -> str:
+    """The law's prefactor (its value at N = D = 1, far outside the cells) with its interval,
+    unless the interval spans more than WIDE: the exponents' uncertainty, extrapolated."""
+    ci = law.get("coefficient_ci")
+    if ci and ci[0] > 0 and ci[1] / ci[0] > WIDE:
+        return f"{number(law['coefficient'])} [interval over {WIDE:,}x wide]"
+    return estimate(law["coefficient"], ci)
 
 
 def _points_left_out(analysis: dict) -> list[str]:
@@ -113,6 +125,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     lines = [f"# Scaling laws: {analysis['sweep']['name']}", "", *in_use.note(analysis),
              f"{analysis['sweep']['cells']} cells, {number(analysis['sweep']['num_runs'])} runs.",
+             *_cooldown_lines(analysis),
              "", "## Laws across the cells", ""] + _method(analysis) + laws_table(analysis) + \
         _points_left_out(analysis) + ["", "## Cells", ""] + _cells_table(analysis) + [""]
     imported = budget_report.import_lines(out)
@@ -127,6 +140,17 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     return target
 
 
+def _cooldown_lines(analysis: dict) -> list[str]:
+    """A cooldown sweep's cost against separate runs per budget (nothing for other folders)."""
+    c = analysis.get("cooldowns")
+    if not c or not c["examples_separate"]:
+        return []
+    return ["", f"The budgets share their stable runs (cooldown branches): "
+            f"{number(c['examples_trained'])} examples trained, against "
+            f"{number(c['examples_separate'])} for separate runs per budget "
+            f"({c['ratio']:.2f}x)."]
+
+
 def write_figures(analysis: dict, folder: Path) -> list[Path]:
     paths = [law_figures.optima_vs_budget(analysis, Path(folder) / "optima_vs_budget.png"),
              law_figures.b_crit_vs_data(analysis, Path(folder) / "b_crit_vs_data.png")]
@@ -139,5 +163,6 @@ def summary_table(analysis: dict) -> str:
     rows = [[name, number(law["coefficient"]), _exponent(law, "params"),
              _exponent(law, "tokens"), _alone(law, "tokens")]
             for name, law in laws.items() if law]
-    return f"{analysis['sweep']['cells']} cells\n" + text_table(
+    table = f"{analysis['sweep']['cells']} cells\n" + text_table(
         ["law", "coefficient", "exponent of N", "exponent of D", "D alone"], rows)
+    return "\n".join([table, *_cooldown_lines(analysis)[1:]])

@@ -157,7 +157,7 @@ def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
     spec, arith = base.specs[bplan.base_batch]
     base.specs[bplan.base_batch] = (
         spec.replace(evaluation={"at": tuple(bplan.base_eval_steps())}), arith)
-    base.checkpoint_at = bplan.points
+    base.checkpoint_at = {bplan.base_batch: tuple(bplan.points)}
     specs = {k: branch_spec(cfg, bplan, k, arith.examples, data_shards)
              for k in bplan.trained_factors}
     return Prepared(cfg, out, bplan, base, specs)

@@ -16,11 +16,11 @@ from typing import Any
 
 from scaling import store
 from scaling.config.arithmetic import Arithmetic
-from scaling.sweep import group as group_mod, progress
+from scaling.sweep import cooldown_start, group as group_mod, progress
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.session import Session
 from scaling.sweep.stopping import Dominance
-from scaling.train import memory, precision, start as start_mod, stream, throughput
+from scaling.train import memory, start as start_mod, stream, throughput
 from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.loop import GroupEnd
 from scaling.train.mesh import is_leader
@@ -31,23 +31,34 @@ log = logging.getLogger(__name__)
 
 def train(session: Session, group: list[PlannedRun]) -> list[dict[str, Any]]:
     """One group at a fixed batch size into its run folders, from its checkpoint where it has
-    one; the summaries."""
+    one (a cooldown cell's: from the stable runs' state, its runs that ended before it copied);
+    the summaries, in the group's order."""
+    if not cooldown_start.applies(session.p, group[0].batch_size):
+        return _train(session, group)
+    ended = cooldown_start.copy_ended(session, group)
+    rest = [r for r in group if r.run_id not in ended]
+    trained = dict(zip([r.run_id for r in rest], _train(session, rest) if rest else []))
+    return [ended.get(r.run_id) or trained[r.run_id] for r in group]
+
+
+def _train(session: Session, group: list[PlannedRun]) -> list[dict[str, Any]]:
     p, ctx, size = session.p, session.context, group[0].batch_size
     program, arith = session.program(size), p.specs[size][1]
     checkpoints = _checkpoints(session, program, group)
     runs = [r.spec for r in group]
+    configs = cooldown_start.configs(session, group)
     start = checkpoints.restore(program, runs, ctx.data, ctx.eval_data) if checkpoints else None
     if start is not None and is_leader():
         log.info("batch %d: %d runs: resumed from the checkpoint at step %d", size, len(group),
                  start.first_step)
+    if start is None and cooldown_start.applies(p, size):
+        start = cooldown_start.from_stable(session, program, group, configs)
     mode = "new" if start is None else "resume"
     start = start or start_mod.fresh(program, runs, ctx.data, ctx.eval_data, p.runs_axis)
     bar = progress.GroupProgress(session.shown_here(), f"batch {size}: {len(group)} runs",
                                  program.spec.total_steps, size, len(group), start.first_step,
                                  last_step=program.spec.last_step)
     outlet = session.outlet
-    configs = group_mod.run_configs(p.cfg, ctx.task.describe(), group, arith,
-                                    precision.here(p.cfg.train.precision))
     stopper = _dominance(session, group)
     folders = group_mod.GroupFolders(outlet, [r.run_id for r in group], configs,
                                      outlet.count(arith.examples_at), bar, mode, stopper)
@@ -105,8 +116,9 @@ def _checkpoints(session: Session, program: GroupProgram, group: list[PlannedRun
                  ) -> GroupCheckpoints | None:
     """The group's checkpoints: every train.checkpoint_minutes, and kept at
     `checkpoint_at` beside runs.json (the group's run ids in slot order: what a branch
-    restores)."""
-    cfg, at_steps = session.p.cfg, session.p.checkpoint_at
+    or a cooldown restores)."""
+    cfg = session.p.cfg
+    at_steps = session.p.checkpoint_at.get(group[0].batch_size, ())
     if cfg.train.checkpoint_minutes <= 0 and not at_steps:
         return None
     folder = store.checkpoint_dir(session.p.out, group_key(program, group))

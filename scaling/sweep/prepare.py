@@ -71,6 +71,16 @@ def check_folder(cfg: Config, out: Path, force: bool) -> None:
             "seeds, or optimizer momentum/weight_decay/b2 given as lists (grid axes).")
 
 
+@dataclass(frozen=True)
+class Stable:
+    """Where a cooldown cell's runs start (scaling.sweep.cooldown): the states the stable
+    sweep in `out` saved, per batch size at `steps[size]` (a batch size not listed starts
+    from step 0)."""
+
+    out: Path
+    steps: dict[int, int]
+
+
 @dataclass
 class Prepared:
     """A validated sweep, before any compute: the grid, each batch size's program, this shard."""
@@ -83,7 +93,8 @@ class Prepared:
     rounds: list[dict[str, Any]]  # the learning-rate search's rounds (rounds.json)
     runs_axis: int
     data_shards: int
-    checkpoint_at: tuple[int, ...] = ()  # steps every group saves (and keeps) its state at
+    checkpoint_at: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    stable: Stable | None = None  # a cooldown cell's: where its runs start
     batch_sizes: list[int] | None = None  # only these batch sizes (scaling train), else all
 
     @property

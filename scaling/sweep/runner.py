@@ -100,8 +100,8 @@ def final_table(p: Prepared) -> str:
 
 def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, force: bool = False,
         quiet: bool = False, shard: tuple[int, int] | None = None,
-        hooks: list[Sink] | None = None, shown: str = "auto", wait: bool = False
-        ) -> list[dict[str, Any]]:
+        hooks: list[Sink] | None = None, shown: str = "auto", wait: bool = False,
+        prepared: Prepared | None = None) -> list[dict[str, Any]]:
     """Train every unfinished run of this shard of the grid (optionally only some batch sizes)
     that no other live process is training (scaling.sweep.claiming).
 
@@ -109,8 +109,9 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
     chunk, after they are written (examples and tokens filled in). `shown`: how each group's
     progress shows (scaling.sweep.progress.MODES; `quiet` shows none and no tables). `wait`:
     wait for the groups left to other processes, then train any their holders did not finish.
+    `prepared`: the sweep as the caller already prepared it (else prepared here).
     """
-    p = prepare(cfg, out, batch_sizes, force, shard)
+    p = prepared or prepare(cfg, out, batch_sizes, force, shard)
     if is_leader():
         p.out.mkdir(parents=True, exist_ok=True)
         store.atomic_write(p.out / "sweep.yaml", config_mod.to_yaml(cfg))

@@ -166,15 +166,17 @@ def shards_with_work(cells: list[ScaleCell], jobs: int) -> list[int]:
                                           for c, piece in assigned(cells, (i, jobs)))]
 
 
-def write_parent(cfg: Config, out: str | Path, cells: list[ScaleCell]) -> None:
-    """OUT/sweep.yaml (the config with its scale section) and OUT/cells.json."""
+def write_parent(cfg: Config, out: str | Path, cells: list[ScaleCell], source: str = SOURCE
+                 ) -> None:
+    """OUT/sweep.yaml (the config with its scale section) and OUT/cells.json (`source`: what
+    made the cells)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     store.atomic_write(out / "sweep.yaml", config_mod.to_yaml(cfg))
     task = task_class(cfg.task.name)
     per = {task.tokens_per_example(c.cfg.task.options) for c in cells}
     write_cells(out, [c.entry for c in cells], "sequences" if per != {None} else "examples",
-                per.pop() if len(per) == 1 else None, SOURCE)
+                per.pop() if len(per) == 1 else None, source)
 
 
 def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,

@@ -56,3 +56,10 @@ def leader_decides(values: list[int]) -> list[int]:
         return list(values)
     sent = multihost_utils.broadcast_one_to_all(np.asarray(values, np.int32))
     return [int(v) for v in np.asarray(sent)]
+
+
+def sync(name: str) -> None:
+    """Every process waits here for the others: what the leader just wrote is then on disk
+    for all of them."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)
