@@ -6,7 +6,8 @@ point at a target), `optima` (each batch size's optimal learning rate), `tradeof
 broken, the smallest and the example-optimal batch size), `intervals` (what an interval resamples; bounds and "not
 identified"), `lr_rules` (rules against the optima), `hyper_rules` (searched beta2 and weight
 decay against their rules), `definitions` (other critical batch sizes), `schedules` (batch-size
-schedules against the fixed batch sizes), `analyze` (analysis.json), `contract` and `sections`
+schedules against the fixed batch sizes), `catch_up` (the catch-up after a switch),
+`analyze` (analysis.json), `contract` and `sections`
 (its sections as typed dicts), `in_use` (folders still being written), `branching` (a
 `scaling branch` folder's local critical batch size), `nqm_reference` and `nqm_momentum` (the
 noisy quadratic model's exact answers). The fixed-budget view: `fixed_budget` and

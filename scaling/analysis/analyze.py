@@ -256,7 +256,7 @@ def analyze_with_draws(out: str | Path, targets: list[str] | None = None, bootst
     results = [analyze_target(t, table, bootstrap, np.random.default_rng([seed, i]), how, examples,
                               method, surge) for i, t in enumerate(targets)]
     schedules = analyze_schedules(scheduled, run_table(scheduled, targets, reach), table,
-                                  results, how, bootstrap, seed)
+                                  results, how, bootstrap, seed, records)
     runs = [{k: r[k] for k in ("run_id", "batch_size", "learning_rate", "seed", "hyperparameters",
                                "status", "steps_to_target", "steps_censored", "reading",
                                "examples_to_target")} for r in table]

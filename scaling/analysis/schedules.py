@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from scaling.analysis import intervals
+from scaling.analysis.catch_up import catch_up
 from scaling.analysis.selection import choose
 from scaling.analysis.table import LRCurve, lr_curves
 from scaling.config import BatchScheduleConfig
@@ -115,27 +116,46 @@ def against_fit(steps: float, examples: float, fit: dict | None) -> dict[str, fl
 
 
 def analyze_schedules(records: list[dict], table: list[dict], fixed: list[dict],
-                      targets: list[dict], how: str, draws: int, seed: int) -> list[dict]:
-    """analysis.json "schedules": per schedule, its settings and one entry per target.
-    `table` holds the scheduled runs' rows of the run table, `fixed` the fixed batch sizes'."""
+                      targets: list[dict], how: str, draws: int, seed: int,
+                      fixed_records: list[dict] | None = None) -> list[dict]:
+    """analysis.json "schedules": per schedule, its settings, one entry per target and the
+    catch-up after its last switch (scaling.analysis.catch_up). `table` holds the scheduled
+    runs' rows of the run table, `fixed` the fixed batch sizes' (`fixed_records` their runs)."""
     by_name: dict[str, dict] = {}
     for rec, entry in zip(records, table):
         sched = settings(rec)
-        item = by_name.setdefault(sched.label, {"settings": sched, "runs": [], "paths": []})
+        item = by_name.setdefault(sched.label, {"settings": sched, "runs": [], "paths": [],
+                                                "records": []})
         item["runs"].append(entry)
+        item["records"].append(rec)
         item["paths"].append(rec["summary"].get("batch_path") or [])
     out = []
     for i, (name, item) in enumerate(sorted(by_name.items())):
         sched, first = item["settings"], item["settings"].first_batch
         rng = np.random.default_rng([seed, 7919, i])
         paths = [p for p in item["paths"] if p]
+        entries = [schedule_target(name, first, item["runs"], fixed, t, how, draws, rng)
+                   for t in targets]
+        finals = sorted({p[-1][2] for p in paths})
         out.append({"name": name, "kind": sched.kind, "lr_rule": sched.lr_rule,
                     "first_batch": first, "settings": dataclasses.asdict(sched),
-                    "num_runs": len(item["runs"]),
-                    "final_batch_sizes": sorted({p[-1][2] for p in paths}),
-                    "targets": [schedule_target(name, first, item["runs"], fixed, t, how,
-                                                draws, rng) for t in targets]})
+                    "num_runs": len(item["runs"]), "final_batch_sizes": finals,
+                    "targets": entries,
+                    "catch_up": _catch_up(item["records"], fixed_records or [], entries, targets,
+                                          finals)})
     return out
+
+
+def _catch_up(scheduled: list[dict], fixed: list[dict], entries: list[dict],
+              targets: list[dict], finals: list[int]) -> dict[str, Any] | None:
+    """The catch-up at the first target the schedule reaches, its rate and the final batch
+    size's chosen there."""
+    for entry, target in zip(entries, targets):
+        if entry["reached"] and finals:
+            point = next((p for p in target["points"] if p["batch_size"] == finals[-1]), None)
+            return catch_up(scheduled, fixed, entry["best_lr"], finals[-1],
+                            point and point["best_lr"], target["metric"])
+    return None
 
 
 def summary_lines(schedules: list[dict]) -> list[str]:

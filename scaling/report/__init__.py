@@ -1,5 +1,6 @@
 """What a person reads: `markdown` (report.md), its sections `answer` (the first screen),
-`tables`, `lr_rules`, `hyper_rules`, `crossing`, `budget_report` and `captions`; `figures` and the modules
+`tables`, `lr_rules`, `hyper_rules`, `crossing`, `schedules_report`, `budget_report`
+and `captions`; `figures` and the modules
 it draws with (`figure_data`, `target_figures`, `lr_figures`, `noise_figure`,
 `budget_figures`, `law_figures`: the PNGs); `branch_report` and `cells_report` (a branch
 folder's and a multi-cell folder's reports), `compare` (`scaling compare`), `sheet`

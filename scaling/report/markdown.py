@@ -15,6 +15,7 @@ from scaling.store.cost import cost_line
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.table import unreached_lines
 from scaling.report.crossing import crossing_lines
+from scaling.report.schedules_report import schedules_section
 from scaling.config import Config, ConfigError, learning_rates
 from scaling.config.load import load_folder
 from scaling.config.arithmetic import Arithmetic, format_table
@@ -223,46 +224,6 @@ def _definitions(analysis: dict) -> list[str]:
     return lines + ([""] if analysis.get("b_crit_power_law") else [])
 
 
-def _vs_fit(vs: dict | None) -> str:
-    return "-" if not vs else f"{number(vs['examples_ratio'])}, {number(vs['steps_ratio'])}"
-
-
-def _schedules(analysis: dict) -> list[str]:
-    """Each batch-size schedule at each target against the fixed batch sizes."""
-    schedules = analysis.get("schedules") or []
-    if not schedules:
-        return []
-    lines = ["## Batch-size schedules", "",
-             "Each schedule at its best learning rate against three fixed batch sizes of the "
-             "sweep: the one it starts from, the one with the fewest steps and the one with the "
-             "fewest examples; ratios of its steps and examples to theirs, each with the "
-             "interval the column \"interval\" names. Against the fit: its examples over the fitted trade-off's "
-             "at the same steps, and its steps over the fit's at the same examples (the fixed "
-             "batch sizes lie near 1, within the fit's residual; below 1 the schedule does "
-             "better than any fixed batch size would).", ""]
-    header = ["schedule", "target", "best lr", "steps", "examples", "against", "steps ratio",
-              "examples ratio", "interval", "vs fit: examples, steps"]
-    rows = []
-    for sched in schedules:
-        for t in sched["targets"]:
-            if not t["reached"]:
-                rows.append([sched["name"], t["target"], "-", "not reached"] + ["-"] * 6)
-                continue
-            for c in t["comparisons"]:
-                rows.append([sched["name"], t["target"], number(t["best_lr"]), number(t["steps"]),
-                             number(t["examples"]), f"{c['against'].replace('_', ' ')} "
-                             f"(batch {c['batch_size']})",
-                             estimate(c["steps_ratio"], c["steps_ratio_ci"]),
-                             estimate(c["examples_ratio"], c["examples_ratio_ci"]),
-                             describe(c.get("interval")), _vs_fit(t.get("vs_fit"))])
-    lines += markdown_table(header, rows) + [""]
-    for sched in schedules:
-        lines.append(f"- {sched['name']}: {sched['kind']}, learning rate by the {sched['lr_rule']} "
-                     f"rule from batch {sched['first_batch']}; final batch sizes "
-                     f"{', '.join(map(str, sched['final_batch_sizes'])) or '-'}.")
-    return lines + [""]
-
-
 def _throughput(analysis: dict) -> list[str]:
     rows = analysis.get("throughput") or []
     if not rows:
@@ -384,7 +345,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", "", *in_use.note(analysis)]
     lines += answer.section(analysis) + conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
-    steps = [_reading, _fits, best_lr_section, _definitions, _schedules, lr_rules_section,
+    steps = [_reading, _fits, best_lr_section, _definitions, schedules_section, lr_rules_section,
              hyper_rules_section]
     lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]
     lines += _throughput(analysis)
