@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -66,8 +67,9 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
     status = main(argv)
     if status != 0:
         raise SystemExit(status)
+    where = "" if out == ROOT / "results" / name else f" --out {_shown(out)}"
     record = {"study": name, "command": f"python experiments/run_study.py {name}"
-              + "".join(f" {o}" for o in overrides),
+              + "".join(f" {shlex.quote(o)}" for o in overrides) + where,
               "wall_s": round(time.perf_counter() - started, 1), "resumed": bool(resumed),
               "cpu_s": round(time.process_time() - cpu, 1),
               "runs_wall_s": store.training_seconds(_records(out, command)),
@@ -77,6 +79,12 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
               "host": f"{platform.machine()}, {_cpu_count()} CPU cores"}
     store.write_json(out / "study.json", record)
     return record
+
+
+def _shown(out: Path) -> str:
+    """A results folder as the command line names it: relative to the repository if inside."""
+    out = out.resolve()
+    return str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)
 
 
 def _records(out: Path, command: str) -> list[dict]:
