@@ -16,6 +16,7 @@ import yaml
 from scaling.config.schema import Config, ModelConfig, TaskConfig
 from scaling.config.validate import validate
 from scaling.errors import ConfigError, need
+from scaling.tasks.gpt_shapes import PRESETS as GPT_PRESETS
 from scaling.tasks import is_import_path, task_class
 
 
@@ -134,7 +135,18 @@ def _build_model(data: Any) -> ModelConfig:
     if "kwargs" in data:  # filled from an outside module's own keys, never written directly
         raise ConfigError("model.kwargs: unknown key; give an outside module's arguments as "
                           "keys of the model section beside its import path")
-    return build(ModelConfig, {"name": name, **data}, "model")
+    return build(ModelConfig, {"name": name, **_preset_sizes(data)}, "model")
+
+
+def _preset_sizes(data: dict) -> dict:
+    """The model section with a gpt preset's sizes filled in where not given (ConfigError for
+    a preset that does not exist)."""
+    preset = data.get("preset")
+    if preset is None:
+        return data
+    need(preset in GPT_PRESETS, "model.preset", preset, f"one of {', '.join(GPT_PRESETS)}")
+    sizes = dict(zip(("d_model", "num_layers", "num_heads"), GPT_PRESETS[preset]))
+    return {**sizes, **data}
 
 
 def from_dict(data: dict) -> Config:

@@ -30,7 +30,9 @@ class ModelConfig:
     mlp: hidden widths. cnn: channels (and on images dense, the widths between the convolutions
     and the output). resnet: depth (6n + 2). norm (cnn, resnet): none, layer, group or batch
     (ghost batch norm over slices of ghost_size examples); default: none for cnn, group for
-    resnet. transformer: d_model, num_layers, num_heads.
+    resnet. transformer: d_model, num_layers, num_heads. gpt (scaling.tasks.gpt): those, or a
+    `preset` by name that gives them (the three given beside it override it), `positions`
+    (rotary or learned) and `remat` (none, full or dots).
 
     name may also be the import path of a flax module, `package.module:Class`, for the tasks
     that accept outside models (docs/tasks.md); the section's other keys are then its keyword
@@ -47,6 +49,9 @@ class ModelConfig:
     depth: int = 20
     norm: str = "default"
     ghost_size: int = 32
+    preset: str | None = None
+    positions: str = "rotary"
+    remat: str = "none"
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 

@@ -40,7 +40,9 @@ WIDE_CI = 4.0  # B_crit interval hi/lo above which it is called wide
 def _model(cfg: Config) -> str:
     m = cfg.model
     shape = {"mlp": f"hidden {m.hidden}", "cnn": f"channels {m.channels}",
-             "transformer": f"d_model {m.d_model}, {m.num_layers} layers, {m.num_heads} heads"}
+             "transformer": f"d_model {m.d_model}, {m.num_layers} layers, {m.num_heads} heads",
+             "gpt": f"{m.preset + ' preset: ' if m.preset else ''}d_model {m.d_model}, "
+                    f"{m.num_layers} layers, {m.num_heads} heads, {m.positions} positions"}
     return m.name + (f" ({shape[m.name]})" if m.name in shape else "")
 
 

@@ -3,10 +3,10 @@
 Each name maps to the import path of its Task class; a class is imported when a config first
 names it, so reading the registry (the CLI's choices, `scaling plan`) does not load jax. A
 config may also name any class by its import path, `package.module:Class` (docs/tasks.md).
-The modules: `base` (the contract every task meets), `models` and `convnets` (the networks),
-`storage` (where data live, digests, caches), the workloads `nqm`, `linreg`, `digits`,
-`mnist1d`, `images` (reading through `image_files`), `arrays` (a user's own arrays), `charlm`
-and `tokens`.
+The modules: `base` (the contract every task meets), `models`, `convnets` and `gpt` (the
+networks), `gpt_shapes` (the GPT presets and parameter count, without jax), `storage` (where
+data live, digests, caches), the workloads `nqm`, `linreg`, `digits`, `mnist1d`, `images`
+(reading through `image_files`), `arrays` (a user's own arrays), `charlm` and `tokens`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from scaling.errors import ConfigError, need
-from scaling.tasks import convnets, import_object, is_import_path
+from scaling.tasks import convnets, gpt, import_object, is_import_path
+from scaling.tasks.gpt_shapes import POSITIONS as GPT_POSITIONS, REMAT as GPT_REMAT
 from scaling.tasks.base import Batch, Params, Task
 from scaling.tasks.storage import arrays_sha256
 
@@ -127,7 +128,14 @@ def check_model_sizes(m: Any, name: str) -> None:
         need(m.norm == "default" or m.norm in convnets.NORMS, "model.norm", m.norm,
              f"default or one of {', '.join(convnets.NORMS)}")
         need(m.ghost_size >= 1, "model.ghost_size", m.ghost_size, "a positive integer")
-    if name == "transformer":
+    if name == "gpt":
+        need(m.positions in GPT_POSITIONS, "model.positions", m.positions,
+             f"one of {', '.join(GPT_POSITIONS)}")
+        need(m.remat in GPT_REMAT, "model.remat", m.remat, f"one of {', '.join(GPT_REMAT)}")
+        need(m.positions != "rotary" or (m.d_model // max(m.num_heads, 1)) % 2 == 0,
+             "model.d_model", m.d_model, "heads of an even width for rotary positions "
+             "(d_model / num_heads even)")
+    if name in ("transformer", "gpt"):
         need(m.d_model > 0, "model.d_model", m.d_model, "a positive integer")
         need(m.num_layers > 0, "model.num_layers", m.num_layers, "a positive integer")
         need(m.num_heads > 0, "model.num_heads", m.num_heads, "a positive integer")
@@ -269,18 +277,24 @@ class LanguageModelTask(Task):
     module that maps token ids to (B, T, vocab) logits; subclasses set vocab_size and seq_len."""
 
     metrics: ClassVar[tuple[str, ...]] = ("train_loss", "eval_loss", "eval_accuracy")
-    models: ClassVar[tuple[str, ...]] = ("default", "transformer")
+    models: ClassVar[tuple[str, ...]] = ("default", "transformer", "gpt")
     outside_models: ClassVar[bool] = True
 
     @classmethod
     def validate(cls, cfg: Any) -> None:
         super().validate(cfg)
-        check_model(cfg.model, cfg.model.name if is_import_path(cfg.model.name) else "transformer")
+        name = cfg.model.name
+        check_model(cfg.model, name if is_import_path(name) or name == "gpt" else "transformer")
+        need(cfg.model.preset is None or name == "gpt", "model.preset", cfg.model.preset,
+             "unset unless model.name is gpt")
 
     def network(self, vocab_size: int, seq_len: int) -> nn.Module:
         m = self.model_config
         if is_import_path(m.name):
             return outside_module(m, vocab_size)
+        if m.name == "gpt":
+            return gpt.GPT(vocab_size, m.d_model, m.num_layers, m.num_heads, max_len=seq_len,
+                           positions=m.positions, remat=m.remat)
         return Transformer(vocab_size, m.d_model, m.num_layers, m.num_heads, max_len=seq_len)
 
     def init(self, key: jax.Array) -> Params:
