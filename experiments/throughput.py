@@ -5,8 +5,8 @@ statistics on as in every sweep) with RUNS learning rates in one vmapped group, 
 each batch size, no targets (every run trains every step), in float32 and in bfloat16. Each cell
 is one `scaling.sweep.runner.run` into a temporary folder; the figures are the group's
 `throughput` from its summaries (scaling.train.throughput: compile time left out, model FLOPs
-from XLA's cost analysis, MFU against the device's published peak, or a measured float32 matmul
-on CPU).
+from XLA's cost analysis, MFU against the device's published peak; on CPU, which has none,
+against --peak-tflops, by default the measured rate of a float32 matmul).
 
     python experiments/throughput.py                          # batches 128, 1024, 8192
     python experiments/throughput.py --batch-sizes 128 1024 --steps 200 --precisions float32
@@ -22,6 +22,7 @@ import jax
 
 from scaling import config as config_mod, store
 from scaling.sweep import runner
+from scaling.train import throughput
 
 
 def parse_args() -> argparse.Namespace:
@@ -31,6 +32,8 @@ def parse_args() -> argparse.Namespace:
                    choices=["float32", "bfloat16"])
     p.add_argument("--steps", type=int, default=300, help="training steps per run")
     p.add_argument("--runs", type=int, default=4, help="learning rates in the group")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="one device's peak (default: the published one, else a measured matmul)")
     return p.parse_args()
 
 
@@ -43,12 +46,15 @@ def make_config(args: argparse.Namespace, batch_size: int, precision: str) -> co
         "learning_rate": {"mode": "grid", "min": 1e-3, "max": 1e-2, "num": args.runs},
         "budget": {"max_steps": args.steps}, "targets": [],
         "eval": {"every": 100, "points_per_decade": 0},
-        "train": {"precision": precision, "checkpoint_minutes": 0}})
+        "train": {"precision": precision, "checkpoint_minutes": 0,
+                  "peak_tflops": args.peak_tflops}})
 
 
 def main() -> None:
     args = parse_args()
     device = jax.devices()[0]
+    if args.peak_tflops is None and throughput.peak(device, "float32")[0] is None:
+        args.peak_tflops = throughput.measured_peak() / 1e12
     print(f"jax {jax.__version__}, {jax.device_count()} device(s): {device.platform} "
           f"({device.device_kind}); {args.runs} runs x {args.steps} steps per cell")
     print(f"{'precision':<10}{'batch':>7}{'examples/s':>13}{'run-steps/s':>13}"

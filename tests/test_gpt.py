@@ -13,7 +13,6 @@ import pytest
 from scaling import store
 from scaling.config import ConfigError
 from scaling.sweep import runner
-from scaling.sweep.scale import count_params
 from scaling.tasks.gpt import GPT, rotary
 from scaling.tasks.gpt_shapes import param_counts
 from tests.helpers import config
@@ -24,6 +23,10 @@ CHARLM = {"task": {"name": "charlm", "corpus_chars": 20000, "seq_len": 16},
           "learning_rate": {"values": [0.003], "search": False}, "budget": {"max_steps": 60},
           "eval": {"every": 20, "points_per_decade": 0}, "seeds": [0],
           "train": {"chunk_steps": 20, "stop_dominated": False}}
+
+
+def count_params(tree) -> int:
+    return sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(tree))
 
 
 def _shapes(model: GPT, length: int):

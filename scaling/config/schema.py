@@ -218,6 +218,8 @@ class TrainConfig:
     learning rate at any target: a lower bound of its learning rate's mean steps exceeds the
     best's by more than dominated_margin (relative); the best and its neighbours never stop
     (scaling.sweep.search.dominated).
+    peak_tflops: one device's peak TFLOP/s at the compute precision, for MFU on a device whose
+    published peak the table in scaling.train.throughput lacks (none: no MFU there, as on CPU).
     """
 
     chunk_steps: int = 100
@@ -232,6 +234,7 @@ class TrainConfig:
     stop_dominated: bool = True
     dominated_margin: float = 0.1
     min_chunks: int = 16
+    peak_tflops: float | None = None
 
     def chunk_for(self, total_steps: int) -> int:
         """The chunk length of runs of `total_steps` steps: chunk_steps, cut so that the runs

@@ -203,6 +203,8 @@ def _validate_train(cfg: Config) -> None:
          f"one of {', '.join(names.PRECISIONS)}")
     need(t.memory_limit_gb is None or t.memory_limit_gb > 0, "train.memory_limit_gb",
          t.memory_limit_gb, "a positive number of gigabytes or null (the device's own limit)")
+    need(t.peak_tflops is None or t.peak_tflops > 0, "train.peak_tflops", t.peak_tflops,
+         "a positive number of TFLOP/s or null (the published peak, where known)")
     need(t.checkpoint_minutes >= 0, "train.checkpoint_minutes", t.checkpoint_minutes,
          "a number of minutes >= 0 (0: no mid-run checkpoints)")
     need(t.dominated_margin >= 0, "train.dominated_margin", t.dominated_margin,

@@ -236,8 +236,10 @@ def _throughput(analysis: dict) -> list[str]:
             for r in rows]
     return ["## Throughput", "",
             "Per batch size, the mean over its runs of their group's training speed (compile "
-            "time left out). Model FLOPs are XLA's count of one run's forward and backward pass; "
-            f"MFU is their rate over the peak of {rows[0]['peak_source']}.", ""] \
+            "time left out). Model FLOPs are one run's forward and backward pass: 6 N + 12 L T d "
+            "per token for the language models' own networks, XLA's count otherwise; MFU is "
+            f"their rate over the peak of {rows[0]['peak_source']} ('-' without a published "
+            "peak, as on CPU; train.peak_tflops gives one).", ""] \
         + markdown_table(header, body) + [""]
 
 

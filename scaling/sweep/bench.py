@@ -135,9 +135,10 @@ def bench(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None,
     s = setup(cfg, batch_size, steps, num_runs)
     engine = s.engine(repeats)
     tutorial = s.tutorial().arm(s.runs, repeats)
-    peak, source = throughput.peak(jax.devices()[0], s.program.precision)
+    peak, source = throughput.peak_or_measured(jax.devices()[0], s.program.precision)
+    flops, _ = throughput.per_step(s.program.task, batch_size, lambda: s.program.model_flops(s.data))
     return Result(s.program.spec.batch_size, len(s.runs), steps, s.program.mesh.devices.size,
-                  engine, tutorial, s.program.model_flops(s.data), peak, source)
+                  engine, tutorial, flops, peak, source)
 
 
 def engine_arm(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,

@@ -319,6 +319,7 @@ class _Branches:
             cfg, b.run_id, b.batch_size, self.spec(b), total_steps=program.spec.total_steps,
             warmup_steps=program.spec.schedule.warmup_steps,
             precision=program.precision, data=self.ctx.task.describe(),
+            **self.ctx.task.param_counts(),
             base_run=self.base_runs[b.seed].run_id, point=b.point,
             point_examples=b.point * self.p.plan.base_batch, factor=b.factor,
             lr_factor=b.lr_factor, lr_rule=self.p.plan.lr_rule, start_step=b.start,

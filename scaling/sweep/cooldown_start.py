@@ -43,7 +43,7 @@ def configs(session: Session, group: list[PlannedRun]) -> list[dict[str, Any]]:
     (relative to its own), the step and the examples of the state it continues."""
     p, ctx, size = session.p, session.context, group[0].batch_size
     arith = p.specs[size][1]
-    out = group_mod.run_configs(p.cfg, ctx.task.describe(), group, arith,
+    out = group_mod.run_configs(p.cfg, ctx.task, group, arith,
                                 precision.here(p.cfg.train.precision))
     if not applies(p, size):
         return out

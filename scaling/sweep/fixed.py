@@ -72,7 +72,8 @@ def _train(session: Session, group: list[PlannedRun]) -> list[dict[str, Any]]:
         if feed is not None:
             feed.close()
     timing = group_mod.Timing(folders.wall_s, end.compile_s,
-                              _speed(program, arith, end, start.first_step, ctx.data))
+                              _speed(program, arith, end, start.first_step, ctx.data,
+                                     p.cfg.train.peak_tflops))
     done = folders.finish(group_mod.summaries(p.cfg, arith, outlet.tokens_per_example, group,
                                               end.results, folders.rows, timing,
                                               _stopped(end, stopper)))
@@ -143,13 +144,13 @@ def _stopped(end: GroupEnd, stopper: Dominance | None) -> list[dict[str, Any]]:
 
 
 def _speed(program: GroupProgram, arith: Arithmetic, end: GroupEnd, first: int,
-           data: Any) -> dict[str, Any]:
+           data: Any, peak_tflops: float | None) -> dict[str, Any]:
     """The group's throughput over the steps it trained here (from `first`, a resumed group's
     checkpoint step) and its training seconds; its compile-ahead seconds apart."""
     steps = [max(r.steps - first, 0) for r in end.results]
     examples = sum(arith.examples_at(first + n) - arith.examples_at(first) for n in steps)
-    mesh = program.mesh
-    return {**throughput.figures(sum(steps), program.spec.batch_size, end.train_s,
-                                 program.model_flops(data), mesh.devices.flat[0],
-                                 mesh.devices.size, program.precision, examples),
-            "compile_ahead_s": end.compile_ahead_s}
+    mesh, size = program.mesh, program.spec.batch_size
+    flops, source = throughput.per_step(program.task, size, lambda: program.model_flops(data))
+    return {**throughput.figures(sum(steps), size, end.train_s, flops, mesh.devices.flat[0],
+                                 mesh.devices.size, program.precision, examples, peak_tflops),
+            "model_flops_source": source, "compile_ahead_s": end.compile_ahead_s}

@@ -23,6 +23,7 @@ from scaling.sweep.grid import PlannedRun
 from scaling.sweep.progress import GroupProgress
 from scaling.sweep.trackers import Tracker, TrackerSink
 from scaling.sweep.writer import Count, Writer
+from scaling.tasks.base import Task
 from scaling.train.loop import GroupEnd, RunResult, Stopper, run_group
 from scaling.train.program import GroupProgram
 from scaling.train.sinks import Sink, close_all, finish_all
@@ -101,10 +102,11 @@ def _uncounted(row: dict[str, Any]) -> None:
     """A group that writes no rows of its own."""
 
 
-def run_configs(cfg: Config, data: dict[str, Any], group: list[PlannedRun], arith: Arithmetic,
+def run_configs(cfg: Config, task: Task, group: list[PlannedRun], arith: Arithmetic,
                 precision: str) -> list[dict[str, Any]]:
-    """Each sweep run's config.json (a scheduled run's names its schedule)."""
-    out = []
+    """Each sweep run's config.json (a scheduled run's names its schedule): the task's data and
+    its model's N, with and without embeddings."""
+    data, sizes, out = task.describe(), task.param_counts(), []
     for r in group:
         extra = {}
         if r.schedule:
@@ -112,7 +114,7 @@ def run_configs(cfg: Config, data: dict[str, Any], group: list[PlannedRun], arit
                                                   if s.label == r.schedule))
         out.append(run_config(cfg, r.run_id, r.batch_size, r.spec, total_steps=arith.total_steps,
                               warmup_steps=arith.warmup_steps, precision=precision, data=data,
-                              **extra))
+                              **sizes, **extra))
     return out
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,11 +70,6 @@ class ScaleCell:
 # ---------------------------------------------------------------- N, D and C
 
 
-def count_params(params: Any) -> int:
-    """Scalars in a parameter tree (or a tree of shapes)."""
-    return int(sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(params)))
-
-
 def flops_per_example(cfg: Config, task: Any) -> float | None:
     """XLA's FLOPs of one run's gradient at the smallest batch size, per example; None where
     the backend gives no count."""
@@ -107,17 +101,19 @@ def budget(cfg: Config) -> tuple[int, int | None]:
 def measure(cell: Cell) -> dict[str, Any]:
     """The cell's manifest entry: N, D, C (and how), the FLOPs per example, its values."""
     task = build_task(cell.cfg)
-    params = count_params(jax.eval_shape(task.init, jax.random.key(0)))
+    sizes = task.param_counts()
+    params = sizes["params"]
     examples, tokens = budget(cell.cfg)
     per_example = flops_per_example(cell.cfg, task)
     entry = cell_entry(params, tokens, examples, cell.values,
                        compute(params, tokens, examples, per_example), cell.name)
-    return {**entry, "flops_per_example": per_example}
+    return {**entry, "params_non_embedding": sizes["params_non_embedding"],
+            "flops_per_example": per_example}
 
 
 def _record(entry: dict[str, Any]) -> dict[str, Any]:
     """The cell section of the cell's sweep.yaml."""
-    keys = ("name", "params", "tokens", "examples", "budget_unit", "compute", "compute_source",
+    keys = ("name", "params", "params_non_embedding", "tokens", "examples", "budget_unit", "compute", "compute_source",
             "flops_per_example", "values")
     return {k: entry[k] for k in keys}
 

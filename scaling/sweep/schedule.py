@@ -114,7 +114,7 @@ class ScheduledGroup:
     def _folders(self, members: list[PlannedRun], count: Callable[[dict[str, Any]], None] | None,
                  mode: str) -> group_mod.GroupFolders:
         """The run folders of `members` (a cohort's, or the whole group's to finish it)."""
-        configs = group_mod.run_configs(self.cfg, self.session.context.task.describe(), members,
+        configs = group_mod.run_configs(self.cfg, self.session.context.task, members,
                                         self.arith, precision.here(self.cfg.train.precision))
         return group_mod.GroupFolders(self.session.outlet, [r.run_id for r in members], configs,
                                       count, self.bar, mode)

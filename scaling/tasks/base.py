@@ -107,6 +107,26 @@ class Task:
         """Scalars named as in `metrics` (eval_loss, and eval_accuracy where it applies)."""
         raise NotImplementedError
 
+    def param_counts(self) -> dict[str, int]:
+        """N with and without the embeddings (the tables of flax Embed modules, whose leaves
+        are named 'embedding'), counted once from shapes: nothing is initialised."""
+        if getattr(self, "_param_counts", None) is None:
+            self._param_counts = self._count_params()
+        return dict(self._param_counts)
+
+    def _count_params(self) -> dict[str, int]:
+        leaves = jax.tree_util.tree_flatten_with_path(jax.eval_shape(self.init, jax.random.key(0)))[0]
+        size = lambda leaf: int(np.prod(leaf.shape))
+        total = sum(size(leaf) for _, leaf in leaves)
+        embedding = sum(size(leaf) for path, leaf in leaves
+                        if path and getattr(path[-1], "key", None) == "embedding")
+        return {"params": total, "params_non_embedding": total - embedding}
+
+    def flops_per_example(self) -> float | None:
+        """Model FLOPs of one example's forward and backward pass by formula, where the task
+        has one (language models); None: XLA's count of the compiled gradient stands."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """Facts about the data worth recording with every run (sizes, hashes)."""
         return {"task": self.name}

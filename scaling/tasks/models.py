@@ -290,6 +290,7 @@ class LanguageModelTask(Task):
 
     def network(self, vocab_size: int, seq_len: int) -> nn.Module:
         m = self.model_config
+        self.vocab_size = vocab_size
         if is_import_path(m.name):
             return outside_module(m, vocab_size)
         if m.name == "gpt":
@@ -299,6 +300,20 @@ class LanguageModelTask(Task):
 
     def init(self, key: jax.Array) -> Params:
         return self.net.init(key, jnp.zeros((1, self.seq_len), jnp.int32))["params"]
+
+    def flops_per_example(self) -> float | None:
+        """One sequence's T tokens at 6 N_matmul + 12 L T d FLOPs each (Kaplan et al. 2020;
+        PaLM's appendix B): N_matmul the parameters that multiply activations (the non-embedding
+        ones, plus the output projection where it is the tied input embedding), and attention's
+        scores and weighted sums over every query-key pair, forward and backward, as PaLM counts
+        them (a causal mask skips none of it here). None for an outside model."""
+        m = self.model_config
+        if is_import_path(m.name):
+            return None
+        n = self.param_counts()["params_non_embedding"]
+        if m.name == "gpt":
+            n += self.vocab_size * m.d_model
+        return float(self.seq_len * (6 * n + 12 * m.num_layers * self.seq_len * m.d_model))
 
     def per_example_loss(self, params: Params, batch: Batch) -> jax.Array:
         """Mean per-token cross entropy (nats) of each sequence, shape (B,)."""

@@ -1,12 +1,14 @@
 """How busy the devices were: a group's examples and steps per second, and its model FLOPs
 against the devices' peak (model-FLOPs utilisation, MFU).
 
-Model FLOPs are XLA's count (cost analysis) for one run's gradient at the group's batch size:
-the forward and backward passes, not the optimizer update, the evaluation or the noise-scale
-bookkeeping. MFU = model FLOPs x run-steps trained / training seconds / (peak x devices).
-Peaks are the vendors' dense figures per chip for the dtype jax's matmuls use by default
-(TF32 for float32 on NVIDIA Ampere and later, bfloat16 passes on TPU); on CPU, and where the
-device kind is not in PEAK_TFLOPS, the measured rate of a large float32 matmul.
+Model FLOPs are the forward and backward passes of one run's gradient at the group's batch
+size, not the optimizer update, the evaluation or the noise-scale bookkeeping: for a language
+model the task's formula (6 N plus attention per token, Task.flops_per_example), for other
+models XLA's count (cost analysis). MFU = model FLOPs x run-steps trained / training seconds /
+(peak x devices). Peaks are the vendors' dense figures per chip for the dtype jax's matmuls use
+by default (TF32 for float32 on NVIDIA Ampere and later, bfloat16 passes on TPU), or
+train.peak_tflops; on CPU, and on a device kind not in PEAK_TFLOPS, there is no peak and no
+MFU (`scaling bench` measures a float32 matmul instead, to say how busy a CPU is).
 
 References:
   Chowdhery et al. 2022, "PaLM: Scaling Language Modeling with Pathways" (appendix B, MFU).
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -53,13 +55,38 @@ def measured_peak(size: int = 1024) -> float:
     return 2.0 * size ** 3 / best
 
 
-def peak(device: Any, precision: str) -> tuple[float, str]:
-    """(FLOP/s of one device at this precision, where the figure comes from)."""
+XLA, FORMULA = "XLA cost analysis", "6 N + 12 L T d per token"  # where model FLOPs come from
+
+
+def peak(device: Any, precision: str, tflops: float | None = None) -> tuple[float | None, str]:
+    """(FLOP/s of one device at this precision, where the figure comes from): `tflops`
+    (train.peak_tflops) where given, else the published figure; None where there is none."""
     kind = device.device_kind
+    if tflops is not None:
+        return 1e12 * tflops, f"{kind} (train.peak_tflops)"
     for name, bf16, f32 in PEAK_TFLOPS:
         if name.lower() in kind.lower():
             return 1e12 * (bf16 if precision == "bfloat16" else f32), f"{kind} (published)"
-    return measured_peak(), f"{kind} (measured float32 matmul)"
+    return None, f"{kind} (no published peak; train.peak_tflops sets one)"
+
+
+def peak_or_measured(device: Any, precision: str) -> tuple[float, str]:
+    """The published peak, else (a CPU) the measured float32 matmul: how busy a device is
+    against what it can run, for `scaling bench`."""
+    value, source = peak(device, precision)
+    if value is None:
+        return measured_peak(), f"{device.device_kind} (measured float32 matmul)"
+    return value, source
+
+
+def per_step(task: Any, batch_size: int, counted: Callable[[], float | None]
+             ) -> tuple[float | None, str]:
+    """One run's model FLOPs per step and their source: the task's formula where it has one
+    (language models), else `counted()`, XLA's count of the gradient."""
+    formula = task.flops_per_example()
+    if formula is not None:
+        return formula * batch_size, FORMULA
+    return counted(), XLA
 
 
 def step_flops(loss: Any, params: Any, batch: Any) -> float | None:
@@ -74,17 +101,18 @@ def step_flops(loss: Any, params: Any, batch: Any) -> float | None:
 
 
 def figures(run_steps: int, batch_size: int, train_s: float, flops_per_step: float | None,
-            device: Any, num_devices: int, precision: str, examples: int | None = None
-            ) -> dict[str, Any]:
+            device: Any, num_devices: int, precision: str, examples: int | None = None,
+            peak_tflops: float | None = None) -> dict[str, Any]:
     """One group's throughput, as summaries record it (None where a figure is unknown):
     `run_steps` (every run's steps, summed) and `examples` (default run_steps x batch_size;
     exact where a last batch is partial) trained in `train_s` seconds."""
     examples = run_steps * batch_size if examples is None else examples
     rate = lambda n: n / train_s if train_s > 0 else None
     flops_s = None if flops_per_step is None else rate(flops_per_step * run_steps)
-    peak_s, source = peak(device, precision)
+    peak_s, source = peak(device, precision, peak_tflops)
+    total = None if peak_s is None else peak_s * num_devices
     return {"run_steps_per_s": rate(run_steps), "examples_per_s": rate(examples),
             "model_flops_per_step": flops_per_step, "model_flops_per_s": flops_s,
-            "peak_flops_per_s": peak_s * num_devices, "peak_source": source,
-            "mfu": None if flops_s is None else flops_s / (peak_s * num_devices),
+            "peak_flops_per_s": total, "peak_source": source,
+            "mfu": None if flops_s is None or total is None else flops_s / total,
             "train_s": train_s, "examples": examples}
