@@ -3,6 +3,7 @@ gives: the same permutations, batches, augmentation and metrics, resumed after a
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -129,3 +130,51 @@ def test_a_host_streamed_sweep_killed_with_sigkill_resumes_to_the_same_results(t
     runner.run(killed, tmp_path / "clean", quiet=True)
     assert len(summary_files(out)) == 8
     assert_same(on_disk(tmp_path / "clean"), on_disk(out))
+
+
+def token_cfg(tmp_path, placement: str, *overrides: str) -> config_mod.Config:
+    """A short token sweep over random byte tokens written to tmp_path, placed at `placement`."""
+    rng = np.random.default_rng(0)
+    for name, size in (("train.bin", 5000), ("eval.bin", 300)):
+        rng.integers(0, 256, size).astype("<u2").tofile(tmp_path / name)
+    return config({
+        "name": "t", "task": {"name": "tokens", "train": str(tmp_path / "train.bin"),
+                              "eval": str(tmp_path / "eval.bin"), "dtype": "uint16",
+                              "vocab": 256, "context": 8},
+        "model": {"name": "transformer", "d_model": 16, "num_layers": 1, "num_heads": 2},
+        "optimizer": {"name": "adam"}, "batch": {"sizes": [8, 16]},
+        "learning_rate": {"values": [0.003, 0.01], "search": False}, "seeds": [0, 5],
+        "budget": {"max_steps": 12}, "eval": {"every": 4, "points_per_decade": 0},
+        "train": {"chunk_steps": 5}, "targets": []}, *overrides, f"data.placement={placement}")
+
+
+def test_token_windows_stream_from_the_host_exactly_as_drawn_on_the_device(tmp_path):
+    runner.run(token_cfg(tmp_path, "device"), tmp_path / "device", quiet=True)
+    runner.run(token_cfg(tmp_path, "host"), tmp_path / "host", quiet=True)
+    assert_same(on_disk(tmp_path / "device"), on_disk(tmp_path / "host"))
+
+
+def test_the_window_stream_gathers_the_windows_the_device_draws(tmp_path):
+    c = token_cfg(tmp_path, "host")
+    task = build_task(c)
+    program = GroupProgram(task, group_spec(c, 8, 1)[0], make_mesh(1, 1))
+    feed = stream.open_stream(program.spec, task, [5, 0], program.new_perm, make_mesh(1, 1))
+    try:
+        chunk = feed.get(5)
+        tokens = np.asarray(task.train_arrays()["tokens"])
+        for i, seed in enumerate(feed.seeds):
+            data_key = jax.random.split(jax.random.key(seed))[1]
+            for t in range(program.spec.chunk_steps):
+                drawn = task.sample(jax.random.fold_in(data_key, 5 + t), 8, {"tokens": tokens})
+                for k in ("x", "y"):
+                    np.testing.assert_array_equal(np.asarray(chunk[k][i, t]), drawn[k])
+    finally:
+        feed.close()
+
+
+def test_auto_streams_a_token_corpus_that_would_crowd_the_device(tmp_path):
+    task = build_task(token_cfg(tmp_path, "auto"))
+    size = task.train_arrays()["tokens"].nbytes
+    tight = token_cfg(tmp_path, "auto", f"train={{memory_limit_gb: {3 * size / 1e9}}}")
+    roomy = token_cfg(tmp_path, "auto", f"train={{memory_limit_gb: {5 * size / 1e9}}}")
+    assert session_mod.placement(tight, task) == "host" and session_mod.placement(roomy, task) == "device"

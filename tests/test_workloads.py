@@ -18,9 +18,11 @@ import yaml
 
 from scaling import config as config_mod, store
 from scaling.cli.main import main
+from scaling.cli import prepare as prepare_cli
 from scaling.config import ConfigError
 from scaling.train.spec import group_spec
 from scaling.tasks import arrays, build_task, image_files, tokens
+from scaling.tasks.tokens import byte_tokens
 from scaling.train.mesh import make_mesh, put_replicated
 from scaling.train.program import GroupProgram
 from scaling.train.spec import RunSpec
@@ -278,6 +280,19 @@ def test_prepare_text_writes_byte_tokens_and_their_meta(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["vocab"] == 256 and meta["dtype"] == "uint16" and meta["tokenizer"] == "bytes"
     assert meta["sources"][0]["sha256"] == __import__("hashlib").sha256(text).hexdigest()
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
+def test_prepare_text_copies_in_chunks_what_the_whole_corpus_gives(tmp_path, chunk):
+    texts = [bytes(range(256)) * 3, "naïve café\n".encode() * 11, b"", b"xyz"]
+    sources = [tmp_path / f"s{i}.txt" for i in range(len(texts))]
+    for path, text in zip(sources, texts):
+        path.write_bytes(text)
+    whole = byte_tokens(b"".join(texts))
+    for start, stop in [(0, len(whole)), (0, 500), (500, len(whole)), (767, 770), (5, 5)]:
+        with open(tmp_path / "out.bin", "wb") as handle:
+            prepare_cli.copy_tokens(sources, start, stop, handle, chunk=chunk)
+        assert (tmp_path / "out.bin").read_bytes() == whole[start:stop].tobytes()
 
 
 def test_prepare_text_refuses_too_little_text(tmp_path, capsys):

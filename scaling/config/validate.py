@@ -220,7 +220,7 @@ def _validate_data(cfg: Config, task: Any) -> None:
     need(placement in names.PLACEMENTS, "data.placement", placement,
          f"one of {', '.join(names.PLACEMENTS)}")
     if placement == "host":
-        need(task.finite_data, "data.placement", placement,
+        need(task.finite_data or task.host_windows, "data.placement", placement,
              f"device or auto: task {cfg.task.name} draws its batches on the device")
         need(not (cfg.gns.enabled and cfg.gns.hessian_every), "data.placement", placement,
              "device or auto while gns.hessian_every is set (the Hessian probe draws examples "

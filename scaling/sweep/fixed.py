@@ -62,9 +62,8 @@ def _train(session: Session, group: list[PlannedRun]) -> list[dict[str, Any]]:
     stopper = _dominance(session, group)
     folders = group_mod.GroupFolders(outlet, [r.run_id for r in group], configs,
                                      outlet.count(arith.examples_at), bar, mode, stopper)
-    feed = None if not ctx.host_data else stream.HostStream(
-        program.spec, ctx.task.train_arrays(), [r.spec.seed for r in group], program.new_perm,
-        ctx.mesh)
+    feed = None if not ctx.host_data else stream.open_stream(
+        program.spec, ctx.task, [r.spec.seed for r in group], program.new_perm, ctx.mesh)
     try:
         end = folders.train(program, start, ctx.data, ctx.eval_data, stream=feed,
                             checkpoints=checkpoints)

@@ -42,7 +42,8 @@ def placement(cfg: Config, task: Task) -> str:
         return cfg.data.placement
     limit = memory.device_limit(cfg.train.memory_limit_gb)
     arrays = task.train_arrays()
-    if limit is None or not task.finite_data or (cfg.gns.enabled and cfg.gns.hessian_every):
+    streams = task.finite_data or task.host_windows
+    if limit is None or not streams or (cfg.gns.enabled and cfg.gns.hessian_every):
         return "device"
     return "host" if memory.tree_bytes(arrays) > limit / 4 else "device"
 
@@ -115,9 +116,8 @@ class Session:
         if size not in self.programs:
             ctx, spec = self.context, self.p.specs[size][0]
             if ctx.host_data:
-                arrays = ctx.task.train_arrays()
                 steps = stream.chunk_steps(spec.chunk_steps, size, len(self.p.cfg.seeds),
-                                           stream.example_bytes(arrays))
+                                           stream.example_bytes(ctx.task.streamed_example()))
                 spec = spec.replace(data={"host_data": True}, chunk_steps=steps)
             self.programs[size] = GroupProgram(ctx.task, spec, ctx.mesh)
         return self.programs[size]
@@ -155,7 +155,7 @@ class Session:
         ctx = self.context
         if not ctx.host_data:
             return ctx.data
-        return stream.abstract(program.spec, ctx.task.train_arrays(), len(seeds), ctx.mesh)
+        return stream.abstract(program.spec, ctx.task.streamed_example(), len(seeds), ctx.mesh)
 
     def close(self) -> None:
         """Wait for the compiles started ahead (one may be the next invocation's cache entry)."""

@@ -34,6 +34,7 @@ class Task:
     models: ClassVar[tuple[str, ...]] = ("default",)
     finite_data: ClassVar[bool] = True
     outside_models: ClassVar[bool] = False  # model.name may be a flax module's import path
+    host_windows: ClassVar[bool] = False  # draws windows the host can draw too (host_batch)
 
     def __init__(self, options: Any, model: Any) -> None:
         self.options = options
@@ -68,6 +69,10 @@ class Task:
     def train_arrays(self) -> dict[str, np.ndarray] | None:
         """The whole training set as arrays with a leading example axis (finite tasks)."""
         return None
+
+    def streamed_example(self) -> dict[str, np.ndarray]:
+        """One example of each array a host-streamed chunk holds, for its shapes and dtypes."""
+        return {k: a[:1] for k, a in (self.train_arrays() or {}).items()}
 
     def eval_arrays(self) -> dict[str, np.ndarray]:
         """The fixed evaluation set (may be empty when evaluation is exact)."""

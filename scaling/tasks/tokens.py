@@ -2,8 +2,10 @@
 
 A token file is one array of token ids in raw little-endian uint16 or uint32, nothing else.
 Each training example is a window of `context` + 1 tokens at a uniformly random position
-(drawn on the device from the run's data key), so a batch is counted in sequences and a
-budget in tokens. Evaluation uses the eval file's non-overlapping windows, in order.
+drawn from the run's data key, so a batch is counted in sequences and a budget in tokens. The
+starts are drawn by the same function on the device or, with data.placement host, on the host's
+CPU, where the windows are gathered from the memory-mapped file: the same windows either way,
+for corpora larger than device and host memory. Evaluation uses the eval file's non-overlapping windows, in order.
 `scaling prepare-text` writes such files, with a meta.json giving dtype and vocab, from text.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,6 +29,7 @@ from scaling.tasks.storage import file_sha256, read_only
 
 DTYPES = ("uint16", "uint32")
 META = "meta.json"
+SCAN_BYTES = 1 << 24  # read at a time when checking a file's ids, so any size fits in memory
 
 
 BYTE_VOCAB = 256  # prepare-text's tokenizer: one token per byte
@@ -85,19 +89,41 @@ def num_tokens(path: str, key: str, dtype: str, context: int) -> int:
     return size // item
 
 
+def largest_id(path: str, dtype: np.dtype) -> int:
+    """The file's largest id, read SCAN_BYTES at a time (not mapped: a mapped page that was
+    read counts toward the process's resident memory)."""
+    high = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(SCAN_BYTES):
+            high = max(high, int(np.frombuffer(block, dtype).max()))
+    return high
+
+
 def read(path: str, key: str, dtype: str, vocab: int) -> np.ndarray:
     """The file memory-mapped, after checking every id is below vocab (ConfigError)."""
-    tokens = np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r")
-    high = int(tokens.max())
+    stored = np.dtype(dtype).newbyteorder("<")
+    high = largest_id(path, stored)
     need(high < vocab, key, f"token id {high} in {path}", f"ids below task.vocab={vocab}")
-    return tokens
+    return np.memmap(path, dtype=stored, mode="r")
+
+
+def mapped_windows(path: str, dtype: np.dtype, offsets: np.ndarray) -> np.ndarray:
+    """The tokens at `offsets` as int32, from the file mapped for this call alone and read at
+    random (no read-around): the pages read leave the process's resident memory when it is
+    unmapped, so a long run over a file larger than memory stays within bounded memory."""
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        mapped.madvise(mmap.MADV_RANDOM)
+        tokens = np.frombuffer(mapped, dtype)
+        windows = tokens[offsets].astype(np.int32)
+        del tokens  # the mapping closes only once no array views it
+    return windows
 
 
 @functools.lru_cache(maxsize=4)
 def load(train: str, eval_: str, dtype: str, vocab: int, context: int
          ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """({"tokens"}, {"x", "y"}): the training stream as stored, the eval windows as int32."""
-    stream = np.asarray(read(train, "task.train", dtype, vocab)).astype(dtype)
+    """({"tokens"}, {"x", "y"}): the training stream memory-mapped, the eval windows as int32."""
+    stream = read(train, "task.train", dtype, vocab)
     held = read(eval_, "task.eval", dtype, vocab)
     count = (len(held) - 1) // context
     starts = np.arange(count) * context
@@ -114,6 +140,7 @@ class Tokens(LanguageModelTask):
     name: ClassVar[str] = "tokens"
     Options: ClassVar[type] = TokensOptions
     finite_data: ClassVar[bool] = False
+    host_windows: ClassVar[bool] = True
 
     def __init__(self, options: TokensOptions, model: Any) -> None:
         super().__init__(options, model)
@@ -142,12 +169,26 @@ class Tokens(LanguageModelTask):
     def eval_arrays(self) -> dict[str, np.ndarray]:
         return self.eval
 
+    def starts(self, key: jax.Array, batch_size: int) -> jax.Array:
+        """Uniform random window starts in the training stream (on the device or the host)."""
+        high = len(self.train["tokens"]) - self.seq_len
+        return jax.random.randint(key, (batch_size,), 0, high)
+
     def sample(self, key: jax.Array, batch_size: int, data: Batch) -> Batch:
         """Windows of context + 1 tokens at uniform random starts in the training stream."""
-        stream = data["tokens"]
-        starts = jax.random.randint(key, (batch_size,), 0, stream.shape[0] - self.seq_len)
-        windows = stream[starts[:, None] + jnp.arange(self.seq_len + 1)].astype(jnp.int32)
+        starts = self.starts(key, batch_size)
+        windows = data["tokens"][starts[:, None] + jnp.arange(self.seq_len + 1)].astype(jnp.int32)
         return {"x": windows[:, :-1], "y": windows[:, 1:]}
+
+    def host_batch(self, starts: np.ndarray) -> dict[str, np.ndarray]:
+        """The windows at `starts` (any shape) gathered on the host from the mapped file."""
+        offsets = starts[..., None] + np.arange(self.seq_len + 1)
+        windows = mapped_windows(self.options.train, self.train["tokens"].dtype, offsets)
+        return {"x": np.ascontiguousarray(windows[..., :-1]),
+                "y": np.ascontiguousarray(windows[..., 1:])}
+
+    def streamed_example(self) -> dict[str, np.ndarray]:
+        return {k: np.zeros((1, self.seq_len), np.int32) for k in ("x", "y")}
 
     def describe(self) -> dict[str, Any]:
         o = self.options

@@ -180,11 +180,12 @@ class GroupProgram(CompiledChunks, RunStep):
         if self._model_flops is None:
             key, size = jax.random.key(0), self.spec.batch_size
             params = jax.eval_shape(self.task.init, key)
-            if self.spec.data.num_train is None:  # drawn by the task (as _batch draws them)
+            data_spec = self.spec.data
+            if data_spec.num_train is None and not data_spec.host_data:  # as _batch draws them
                 batch = jax.eval_shape(lambda k: self.task.sample(k, size, data), key)
             else:
                 batch = {k: jax.ShapeDtypeStruct((size, *a.shape[1:]), a.dtype)
-                         for k, a in self.task.train_arrays().items()}
+                         for k, a in self.task.streamed_example().items()}
             self._model_flops = (throughput.step_flops(self.loss, params, batch),)
         return self._model_flops[0]
 

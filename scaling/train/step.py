@@ -90,6 +90,8 @@ class RunStep:
             means = self.task.sample_means(jax.random.fold_in(rs.data_key, step), groups,
                                            group_size, data)
             return means, jnp.full(groups, group_size, jnp.float32)
+        if spec.data.num_train is None and spec.data.host_data:  # windows drawn on the host
+            return jax.tree.map(lambda a: a[slot], data), jnp.ones(size)
         if spec.data.num_train is None:
             return (self.task.sample(jax.random.fold_in(rs.data_key, step), size, data),
                     jnp.ones(size))

@@ -5,7 +5,9 @@ jitted function of the same keys, run on the CPU), gathers the chunk's examples 
 in the group from the task's arrays (memory-mapped where the files allow), and places them on
 the devices on a background thread while the previous chunk trains. Runs that share a seed
 share one copy of their batches, so runs that differ only in learning rate see identical data,
-exactly as with the data on the device.
+exactly as with the data on the device. A task that draws random windows instead (tokens,
+`host_windows`) streams through WindowStream: the window starts the device would draw, drawn
+by the same function of the same keys on the CPU, the windows gathered from the mapped file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from scaling.tasks.base import Task
 from scaling.train.mesh import put_replicated, replicated
 from scaling.train.spec import GroupSpec
 
@@ -104,3 +107,30 @@ class HostStream:
         for future in self.ahead.values():
             future.cancel()
         self.pool.shutdown(wait=True)
+
+
+class WindowStream(HostStream):
+    """The batches of one group's seeds for a task that draws windows (task.host_windows):
+    per step, `task.starts(fold_in(data_key, step))` on the CPU, as the device draws them, and
+    the windows at those starts from `task.host_batch`. The chunk's starts are drawn by one
+    jitted call per seed."""
+
+    def __init__(self, spec: GroupSpec, task: Task, seeds: list[int], mesh: Mesh) -> None:
+        draw = lambda key, step: task.starts(jax.random.fold_in(key, step), spec.batch_size)
+        super().__init__(spec, {}, seeds, jax.vmap(draw, (None, 0)), mesh)
+        self.task = task
+
+    def _build(self, first: int) -> Any:
+        steps = np.arange(first, first + self.spec.chunk_steps)
+        with jax.default_device(self.cpu):
+            starts = np.stack([np.asarray(self.new_perm(key, steps)) for key in self.keys])
+        return put_replicated(self.mesh, self.task.host_batch(starts))
+
+
+def open_stream(spec: GroupSpec, task: Task, seeds: list[int],
+                new_perm: Callable[[jax.Array, jax.Array], jax.Array], mesh: Mesh) -> HostStream:
+    """The host stream of a group: of examples by the program's permutation (`new_perm`) for
+    a finite training set, else of the windows the task draws."""
+    if task.finite_data:
+        return HostStream(spec, task.train_arrays(), seeds, new_perm, mesh)
+    return WindowStream(spec, task, seeds, mesh)
