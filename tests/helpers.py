@@ -90,7 +90,7 @@ def train_program(cfg: Config, runs: list[RunSpec], mesh=None, runs_axis: int = 
     """Train one group of `runs` at the config's first batch size; (results, per-run metric
     rows, the GroupProgram with its per-width compile records)."""
     mesh = mesh or make_mesh(1, 1, jax.devices())
-    spec, _ = group_spec(cfg, cfg.batch.sizes[0], mesh.shape["data"])
+    spec, _ = group_spec(cfg, cfg.batch.sizes[0], mesh.shape["data"] * mesh.shape["fsdp"])
     task = build_task(cfg)
     program = GroupProgram(task, spec, mesh)
     collect = Collect(len(runs))

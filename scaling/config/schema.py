@@ -214,6 +214,8 @@ class TrainConfig:
     least min_chunks of them (1: chunk_steps whatever the length), so that what is decided at a
     chunk boundary and acts one chunk later (stopping a dominated run, a repack) costs at most
     1/min_chunks of its budget; results do not depend on it.
+    fsdp: split each run's parameters and optimizer state over this many devices
+    (scaling.train.fsdp); the batch then splits over data x fsdp.
     stop_dominated: at chunk boundaries, stop a run that can no longer be its batch size's best
     learning rate at any target: a lower bound of its learning rate's mean steps exceeds the
     best's by more than dominated_margin (relative); the best and its neighbours never stop
@@ -235,6 +237,7 @@ class TrainConfig:
     dominated_margin: float = 0.1
     min_chunks: int = 16
     peak_tflops: float | None = None
+    fsdp: int = 1
 
     def chunk_for(self, total_steps: int) -> int:
         """The chunk length of runs of `total_steps` steps: chunk_steps, cut so that the runs

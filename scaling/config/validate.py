@@ -325,12 +325,16 @@ def _validate_cooldowns(cfg: Config) -> None:
 
 
 def validate_devices(cfg: Config, num_devices: int) -> tuple[int, int]:
-    """Mesh shape (runs, data) for this many devices; batches must split over data x accumulation."""
-    p = cfg.parallel
+    """(runs, data shards) for this many devices, data shards = parallel.data x train.fsdp (the
+    batch splits over both); batches must split over data shards x accumulation."""
+    p, fsdp = cfg.parallel, cfg.train.fsdp
     need(num_devices % p.runs == 0, "parallel.runs", p.runs, f"a divisor of the {num_devices} devices")
-    data = p.data if p.data is not None else num_devices // p.runs
-    need(data * p.runs == num_devices, "parallel.data", p.data,
-         f"runs x data = {num_devices} devices (runs={p.runs})")
+    need(isinstance(fsdp, int) and fsdp > 0 and num_devices % (p.runs * fsdp) == 0, "train.fsdp",
+         fsdp, f"a positive integer dividing the {num_devices} devices / parallel.runs {p.runs}")
+    data = p.data if p.data is not None else num_devices // (p.runs * fsdp)
+    need(data * p.runs * fsdp == num_devices, "parallel.data", p.data,
+         f"runs x data = {num_devices // fsdp} devices (runs={p.runs}, train.fsdp={fsdp})")
+    data *= fsdp
     unit = data * cfg.batch.accumulation
     for size in cfg.batch.sizes:
         need(size % unit == 0, "batch.sizes", size,

@@ -119,7 +119,7 @@ def setup(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None)
     planned = grid.expand(cfg)
     runs = [r.spec for r in planned[:num_runs or cfg.train.max_group_size or len(planned)]]
     task = build_task(cfg)
-    mesh = make_mesh(runs_axis, data_shards)
+    mesh = make_mesh(runs_axis, data_shards, fsdp=cfg.train.fsdp)
     program = GroupProgram(task, group_spec(cfg, batch_size, data_shards)[0], mesh)
     train_arrays, eval_arrays = task.train_arrays() or {}, eval_subset(task, cfg)
     device = jax.devices()[0]  # the tutorial loop runs on the default device, as tutorials do

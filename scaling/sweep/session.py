@@ -69,7 +69,7 @@ class Context(NamedTuple):
 
 def build_context(cfg: Config, runs_axis: int, data_shards: int) -> Context:
     """The mesh, the task and its data placed as data.placement says."""
-    mesh = make_mesh(runs_axis, data_shards)
+    mesh = make_mesh(runs_axis, data_shards, fsdp=cfg.train.fsdp)
     task = build_task(cfg)
     host = placement(cfg, task) == "host"
     if host:

@@ -3,6 +3,7 @@ over runs and sharded over devices. `spec` (jax-free) says what a group is built
 `program` compiles it (its chunks through `compiles`, kept across invocations by
 `compile_cache`), `start` begins it, `loop` drives it from the host and hands each chunk's rows
 to its `sinks`; `step` (a run's pure pieces), `gradients`, `measure` (noise scale), `reach`
-(targets), `optimizers`, `schedules`, `precision`, `repack`, `memory`, `mesh`, `stream`
+(targets), `optimizers`, `schedules`, `precision`, `repack`, `memory`, `mesh`, `fsdp` (parameters
+and optimizer state split over devices), `stream`
 (host-streamed batches), `checkpoint` and `throughput` are its parts, and `tutorial` the
 plain loop `scaling bench` times it against."""

@@ -66,11 +66,12 @@ def micro_gradient(per_example_loss: Callable, params: Any, batch: Any, weights:
 
 
 def group_partition(layout: GroupLayout, rows_per_group: int) -> P:
-    """Shard the group axis over 'data' when it divides evenly, else the rows inside groups."""
+    """Shard the group axis over the batch shards ('data' x 'fsdp') when it divides evenly, else
+    the rows inside groups."""
     if layout.groups_per_micro % layout.data_shards == 0:
-        return P(None, "data")
+        return P(None, ("data", "fsdp"))
     if rows_per_group % layout.data_shards == 0:
-        return P(None, None, "data")
+        return P(None, None, ("data", "fsdp"))
     return P()
 
 

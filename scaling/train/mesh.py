@@ -1,4 +1,5 @@
-"""Meshes, shardings and multi-host start-up. Axes: 'runs' shards independent runs, 'data' the batch."""
+"""Meshes, shardings and multi-host start-up. Axes: 'runs' shards independent runs, 'data' and
+'fsdp' the batch, 'fsdp' also each run's parameters and optimizer state (scaling.train.fsdp)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 
-def make_mesh(runs: int, data: int, devices: list | None = None) -> Mesh:
-    """A (runs, data) mesh over all devices (or the first runs x data of `devices`), Auto axes."""
-    return jax.make_mesh((runs, data), ("runs", "data"), axis_types=(AxisType.Auto, AxisType.Auto),
+def make_mesh(runs: int, data: int, devices: list | None = None, fsdp: int = 1) -> Mesh:
+    """A (runs, data / fsdp, fsdp) mesh over all devices (or the first runs x data of
+    `devices`), Auto axes; `data` counts every batch shard, fsdp ones included."""
+    return jax.make_mesh((runs, data // fsdp, fsdp), ("runs", "data", "fsdp"),
+                         axis_types=(AxisType.Auto,) * 3,
                          devices=None if devices is None else devices[: runs * data])
 
 

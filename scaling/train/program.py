@@ -20,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from scaling.config.names import HYPERPARAMS
 from scaling.tasks.base import Task
-from scaling.train import measure, reach, throughput
+from scaling.train import fsdp, measure, reach, throughput
 from scaling.train.compiles import CompiledChunks
 from scaling.train.optimizers import set_hyperparams
 from scaling.train.reach import Schedule
@@ -157,8 +157,9 @@ class GroupProgram(CompiledChunks, RunStep):
             reach=fresh(reach.init(len(spec.stopping.targets), len(spec.eval_points), spec.stopping.reach))))
 
     def _shard_runs(self, rs: RunState) -> RunState:
-        """Every state leaf has the runs axis first; pinning it keeps one compiled chunk valid."""
-        return jax.lax.with_sharding_constraint(rs, NamedSharding(self.mesh, P("runs")))
+        """Every state leaf has the runs axis first, parameter-shaped ones split over 'fsdp' too
+        (scaling.train.fsdp); pinning them keeps one compiled chunk valid."""
+        return jax.lax.with_sharding_constraint(rs, fsdp.state_shardings(rs, self.mesh))
 
     def _replicate(self, tree: Any) -> Any:
         """Metrics are read by every process, so they are gathered to all devices (small)."""
@@ -248,9 +249,10 @@ class GroupProgram(CompiledChunks, RunStep):
         shapes = jax.eval_shape(self._init, (first,), per_run, hparams, per_run, data, eval_data)[0]
         # As the state comes out of _init: runs-sharded, but an empty leaf (no targets) comes
         # out replicated, and a chunk compiled for another sharding would refuse it.
-        runs, empty = NamedSharding(self.mesh, P("runs")), NamedSharding(self.mesh, P())
-        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(
-            s.shape, s.dtype, sharding=runs if math.prod(s.shape) else empty), shapes)
+        empty = NamedSharding(self.mesh, P())
+        return jax.tree.map(lambda s, sharded: jax.ShapeDtypeStruct(
+            s.shape, s.dtype, sharding=sharded if math.prod(s.shape) else empty),
+            shapes, fsdp.state_shardings(shapes, self.mesh))
 
     def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         return (self.abstract_state(width, data, eval_data), data, eval_data, self.schedule,
