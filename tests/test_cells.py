@@ -16,8 +16,8 @@ from scaling.config import ConfigError
 from scaling.store.cells import cell_entry, cell_name, read_cells, write_cells
 
 FIXED_BUDGET_KEYS = {"metric", "lower_is_better", "batch_unit", "budget_unit", "cells", "laws"}
-CELL_KEYS = {"name", "params", "tokens", "examples", "budget_unit", "b_crit", "b_crit_targets",
-             "metric", "lower_is_better", "num_runs", "seeds", "interval", "per_batch", "best",
+CELL_KEYS = {"name", "params", "params_non_embedding", "tokens", "examples", "budget_unit",
+             "b_crit", "b_crit_targets", "metric", "lower_is_better", "num_runs", "seeds", "interval", "per_batch", "best",
              "optimum", "lr_rules"}
 PARENT_CELL_KEYS = CELL_KEYS | {"folder", "compute"}
 OPTIMUM_KEYS = {"batch_size", "batch_size_ci", "learning_rate", "learning_rate_ci", "value",
@@ -28,7 +28,7 @@ PER_BATCH_KEYS = {"batch_size", "hyperparameters", "best_lr", "best_value", "lea
 GRID_KEYS = {"batch_size", "learning_rate", "hyperparameters", "mean", "std", "seeds", "diverged"}
 LAW_KEYS = {"quantity", "formula", "coefficient", "coefficient_ci", "exponents", "exponents_ci",
             "left_out", "num_cells", "bootstrap", "interval", "identification",
-            "rms_log_residual", "alone", "argmin"}
+            "rms_log_residual", "alone", "argmin", "non_embedding"}
 
 
 def optimum(n: float, d: float) -> tuple[float, float, float]:

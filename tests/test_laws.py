@@ -80,6 +80,26 @@ def test_exact_optima_give_the_exponents_exactly():
     assert fitted["alone"]["tokens"]["exponent"] == pytest.approx(0.3)  # balanced design
 
 
+def test_the_law_in_n_without_embeddings_is_fitted_beside_the_total():
+    """Optima exact in N without the embeddings (a fixed 3e6-parameter table added to each
+    total): the non-embedding law gives the true exponent, the total's a steeper one (the
+    totals span 25x where the bare counts span 100x)."""
+    bare, tokens = [1e6, 1e7, 1e8], [1e9, 1e10]
+    cells = [{"params": n + 3e6, "params_non_embedding": n, "tokens": d}
+             for n in bare for d in tokens]
+    values = np.array([law("learning_rate", n, d) for n in bare for d in tokens])
+    fitted = fit_law("learning_rate", cells, values, np.repeat(values[:, None], 20, axis=1),
+                     np.random.default_rng(0))
+    assert fitted["non_embedding"]["exponents"] == pytest.approx({"params": -0.7, "tokens": 0.3})
+    assert fitted["non_embedding"]["coefficient"] == pytest.approx(3.0)
+    assert fitted["exponents"]["params"] < -0.9
+    same = [{**c, "params_non_embedding": c["params"]} for c in cells]
+    unknown = [{k: v for k, v in c.items() if k != "params_non_embedding"} for c in cells]
+    for plain in (same, unknown):
+        assert fit_law("learning_rate", plain, values, np.repeat(values[:, None], 20, axis=1),
+                       np.random.default_rng(0))["non_embedding"] is None
+
+
 def test_a_model_size_spanning_less_than_2x_is_left_out():
     cells, draws = synthetic_cells([1e8, 1.5e8], [1e9, 4e9, 1.6e10], seeds=2)
     assert variables(cells) == (["tokens"], {"params": "spans 1.5x across the cells (less than "

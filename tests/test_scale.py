@@ -189,6 +189,8 @@ def test_a_token_task_counts_tokens_and_falls_back_to_6_n_d(monkeypatch):
     # XLA's count and 6 N per token, two independent counts, agree within a factor 1.5
     per_token = entry["flops_per_example"] / 16
     assert 6 * entry["params"] / 1.5 <= per_token <= 1.5 * 6 * entry["params"]
+    tables = entry["params"] - entry["params_non_embedding"]  # characters and positions, x d
+    assert tables > 0 and tables % 16 == 0 and tables // 16 > 16  # more than the positions
     monkeypatch.setattr(scale, "flops_per_example", lambda cfg, task: None)
     fallback = scale.measure(large)
     assert fallback["compute"] == 6 * fallback["params"] * 4096
@@ -276,6 +278,7 @@ def test_the_parent_analysis_fits_laws_or_says_why_not(swept):
         assert law["num_cells"] == 4
         for variable in ("params", "tokens"):  # N spans 4x and D 4x: both fitted
             assert law["exponents"][variable] is not None or law["left_out"][variable]
+        assert law["non_embedding"] is None  # the NQM has no embedding tables
     # B_crit against E_min: one point per (N, target) that some cell of that N timed
     timed = {(c["params"], t["target"]) for c in analysis["fixed_budget"]["cells"]
              for t in c["b_crit_targets"]}

@@ -41,18 +41,21 @@ def batch_unit(cfg: dict, records: list[dict]) -> str:
 
 
 def cell_identity(cfg: dict, records: list[dict]) -> dict:
-    """params, tokens, examples and budget_unit of the folder: its sweep.yaml `cell` section
-    (an import or a scale sweep writes it), else the largest final counts of its runs."""
+    """params (N, and N without the embeddings), tokens, examples and budget_unit of the
+    folder: its sweep.yaml `cell` section (an import or a scale sweep writes it), else the
+    largest final counts of its runs."""
     if cfg.get("cell"):
         cell = cfg["cell"]
-        return {k: cell.get(k) for k in ("params", "tokens", "examples", "budget_unit")}
+        return {k: cell.get(k) for k in ("params", "params_non_embedding", "tokens", "examples",
+                                         "budget_unit")}
 
     def largest(key: str) -> float | None:
         values = [r["summary"].get(key) for r in records]
         return max(values) if values and all(finite(v) for v in values) else None
 
     tokens = largest("tokens")
-    return {"params": None, "tokens": tokens, "examples": largest("examples"),
+    return {"params": None, "params_non_embedding": None, "tokens": tokens,
+            "examples": largest("examples"),
             "budget_unit": "tokens" if tokens else "examples"}
 
 

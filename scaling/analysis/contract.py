@@ -213,7 +213,8 @@ SECTIONS: dict[str, type] = {t.__name__: t for t in (
     LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, HyperRules,
     ScalarRule, ScalarPoint, Throughput, PowerLaw, Cost, FixedBudget, Law, InUse)}
 OPTIONAL: dict[type, dict[str, Any]] = {Analysis: {"fixed_budget": FixedBudget,
-                                                   "partial": list[InUse]}}
+                                                   "partial": list[InUse]},
+                                        Law: {"non_embedding": dict[str, Any] | None}}
 
 
 def keys(section: type) -> set[str]:

@@ -88,7 +88,7 @@ def _empty(quantity: str, left_out: dict[str, str], num_cells: int) -> dict:
             "left_out": left_out, "num_cells": num_cells, "bootstrap": 0,
             "interval": intervals.none("no law"), "identification": _status(None),
             "rms_log_residual": None, "alone": {k: None for k in VARIABLES},
-            "argmin": None}
+            "argmin": None, "non_embedding": None}
 
 
 def _status(why: str | None) -> dict:
@@ -144,10 +144,25 @@ def _argmin(cells: list[dict], kept: list[str], best: np.ndarray) -> dict:
             "alone": {k: alone.get(k) for k in VARIABLES}}
 
 
+def _non_embedding(quantity: str, cells: list[dict], values: np.ndarray, draws: np.ndarray,
+                   rng: np.random.Generator) -> dict | None:
+    """The law with N counted without the embeddings (as Kaplan et al. 2020 count it), where
+    every cell knows that count and some cell's differs from its N; else None."""
+    counts = [c.get("params_non_embedding") for c in cells]
+    if not all(positive(n) for n in counts) or all(n == c.get("params")
+                                                      for n, c in zip(counts, cells)):
+        return None
+    law = fit_law(quantity, [{**c, "params": n} for c, n in zip(cells, counts)], values,
+                  draws, rng, non_embedding=False)
+    return {k: law[k] for k in ("coefficient", "coefficient_ci", "exponents", "exponents_ci")}
+
+
 def fit_law(quantity: str, cells: list[dict], values: np.ndarray, draws: np.ndarray,
-            rng: np.random.Generator, best: np.ndarray | None = None) -> dict:
+            rng: np.random.Generator, best: np.ndarray | None = None,
+            non_embedding: bool = True) -> dict:
     """The law of `values` (one per cell) with `draws` (cells x draws) for its interval; the
-    law in each variable alone; with `best` (the measured arg-min), the same fits of it."""
+    law in each variable alone; with `best` (the measured arg-min), the same fits of it; and
+    (`non_embedding`) the law in N without the embeddings."""
     kept, left_out = variables(cells)
     out = _empty(quantity, left_out, len(cells))
     x = _design(cells, kept)
@@ -171,6 +186,8 @@ def fit_law(quantity: str, cells: list[dict], values: np.ndarray, draws: np.ndar
         out["alone"][name] = _alone(cells, name, values, draws, rng)
     if best is not None:
         out["argmin"] = _argmin(cells, kept, best)
+    if non_embedding and "params" in kept:
+        out["non_embedding"] = _non_embedding(quantity, cells, values, draws, rng)
     return out
 
 
@@ -230,7 +247,8 @@ def target_points(cells: list[dict]) -> list[dict]:
             if positive(t.get("e_min")):
                 points[c.get("params"), t["target"]] = {
                     "name": f"{c.get('name')} {t['target']}", "cell": c.get("name"),
-                    "target": t["target"], "params": c.get("params"), "examples": t["e_min"],
+                    "target": t["target"], "params": c.get("params"),
+                    "params_non_embedding": c.get("params_non_embedding"), "examples": t["e_min"],
                     "tokens": per and t["e_min"] * per, "largest_batch": largest_batch(c),
                     "b_crit": {"value": t["value"], "ci": t.get("ci"),
                                "identified": t.get("identified", True)}}

@@ -168,7 +168,8 @@ class Cost(TypedDict):
 
 
 class Law(TypedDict):
-    """A power law across cells, y = coefficient x params^a x tokens^b."""
+    """A power law across cells, y = coefficient x params^a x tokens^b; where the cells count
+    N without the embeddings too, also `non_embedding` (the same law in that N)."""
 
     quantity: str
     formula: str

@@ -44,6 +44,14 @@ def _alone(law: dict, name: str) -> str:
     return "-" if not fit else f"{fit['exponent']:.3f} {interval(fit.get('exponent_ci'))}"
 
 
+def _non_embedding(law: dict) -> str:
+    """The exponent of N in the same law with N counted without the embeddings."""
+    fit = law.get("non_embedding")
+    if not fit or fit["exponents"].get("params") is None:
+        return "-"
+    return f"{fit['exponents']['params']:.3f} {interval(fit['exponents_ci'].get('params'))}"
+
+
 def _argmin(law: dict) -> str:
     fit = law.get("argmin")
     if not fit:
@@ -60,10 +68,12 @@ WIDE = 1000  # a prefactor's interval wider than this factor is not printed
 def laws_table(analysis: dict) -> list[str]:
     laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
     rows = [[LAW_NAMES.get(name, name), _coefficient(law),
-             _exponent(law, "params"), _exponent(law, "tokens"), _alone(law, "tokens"),
-             _argmin(law), number(law.get("rms_log_residual")), number(law.get("num_cells"))]
+             _exponent(law, "params"), _non_embedding(law), _exponent(law, "tokens"),
+             _alone(law, "tokens"), _argmin(law), number(law.get("rms_log_residual")),
+             number(law.get("num_cells"))]
             for name, law in laws.items() if law]
     return markdown_table(["law", "coefficient [95% CI]", "exponent of N [95% CI]",
+                           "exponent of N without embeddings [95% CI]",
                            "exponent of D [95% CI]", "D alone [95% CI]",
                            "measured arg-min: exponents", "rms log residual", "cells"], rows)
 

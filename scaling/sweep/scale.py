@@ -113,8 +113,8 @@ def measure(cell: Cell) -> dict[str, Any]:
 
 def _record(entry: dict[str, Any]) -> dict[str, Any]:
     """The cell section of the cell's sweep.yaml."""
-    keys = ("name", "params", "params_non_embedding", "tokens", "examples", "budget_unit", "compute", "compute_source",
-            "flops_per_example", "values")
+    keys = ("name", "params", "params_non_embedding", "tokens", "examples", "budget_unit",
+            "compute", "compute_source", "flops_per_example", "values")
     return {k: entry[k] for k in keys}
 
 
