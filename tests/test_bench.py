@@ -60,3 +60,24 @@ def test_the_cli_refuses_a_batch_size_the_config_lacks(tmp_path, capsys):
     path = write_config(tmp_path)
     assert main(["bench", path, "--batch-size", "12"]) == 2
     assert "--batch-size: got 12" in capsys.readouterr().err
+
+
+@pytest.mark.devices(8)
+def test_the_fsdp_arms_train_the_same_runs_split_over_k_devices():
+    """The NQM's parameters split over 1 and 4 devices: the same runs and batches, so the
+    finals agree to float32 rounding, and the table gives each K its row."""
+    cfg = config(NQM, "learning_rate.values=[0.1,0.3]")
+    splits = bench.bench_fsdp(cfg, 8, 30, [1, 4], num_runs=2)
+    assert [s.fsdp for s in splits] == [1, 4]
+    for a, b in zip(splits[0].engine.final_losses, splits[1].engine.final_losses):
+        assert b == pytest.approx(a, rel=1e-5)
+    text = bench.format_splits(_result(8.0, 1e6), splits)
+    assert "speed vs fsdp 1" in text and "fsdp 4 against fsdp 1" in text
+
+
+@pytest.mark.devices(8)
+def test_the_cli_refuses_an_fsdp_the_devices_cannot_hold_before_any_compute(tmp_path, capsys):
+    path = write_config(tmp_path)
+    assert main(["bench", path, "--fsdp", "1", "--fsdp", "3"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "train.fsdp: got 3" in err and out == ""

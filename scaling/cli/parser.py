@@ -304,6 +304,10 @@ def add_bench(sub: Any) -> None:
                    help="runs in the group, taken from the grid in order (default: one group's)")
     p.add_argument("--repeats", type=_positive(int), default=1,
                    help="timed repetitions of each arm; the fastest counts (1)")
+    p.add_argument("--fsdp", type=_positive(int), action="append",
+                   help="repeatable: also time the engine alone at each train.fsdp K given "
+                        "(each run's parameters and optimizer state over K devices), side by "
+                        "side, e.g. --fsdp 1 --fsdp 4")
     _add_compile_cache(p)
 
 

@@ -13,10 +13,15 @@ not.
 
 Compile time is apart from training: the engine's first call compiles and trains, the timed
 calls reuse the compiled program; the tutorial loop compiles on a warm-up step.
+
+With several `train.fsdp` values (`--fsdp`), the engine alone also trains the same runs with
+each run's parameters and optimizer state split over K devices, timed side by side with the
+finals' agreement against the first K.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -75,6 +80,12 @@ class Result:
     def compute_bound(self) -> bool:
         mfu = self.mfu(self.tutorial, 1)
         return mfu is not None and mfu >= COMPUTE_BOUND
+
+
+def with_fsdp(cfg: Config, fsdp: int) -> Config:
+    """The config with train.fsdp set (checked as any config is)."""
+    return config_mod.from_dict(config_mod.to_dict(
+        dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, fsdp=fsdp))))
 
 
 def bench_config(cfg: Config, batch_size: int, steps: int) -> Config:
@@ -139,6 +150,44 @@ def bench(cfg: Config, batch_size: int, steps: int, num_runs: int | None = None,
     flops, _ = throughput.per_step(s.program.task, batch_size, lambda: s.program.model_flops(s.data))
     return Result(s.program.spec.batch_size, len(s.runs), steps, s.program.mesh.devices.size,
                   engine, tutorial, flops, peak, source)
+
+
+@dataclass
+class Split:
+    """The engine at one train.fsdp: K, the devices it ran on and its arm."""
+
+    fsdp: int
+    devices: int
+    engine: Arm
+
+
+def bench_fsdp(cfg: Config, batch_size: int, steps: int, splits: list[int],
+               num_runs: int | None = None, repeats: int = 1) -> list[Split]:
+    """The engine alone at each train.fsdp in `splits`, on the same runs and batches."""
+    out = []
+    for k in splits:
+        s = setup(with_fsdp(cfg, k), batch_size, steps, num_runs)
+        out.append(Split(k, s.program.mesh.devices.size, s.engine(repeats)))
+    return out
+
+
+def format_splits(r: Result, splits: list[Split]) -> str:
+    """The engine at each train.fsdp, its ratio to the first K and its finals' agreement."""
+    first = splits[0]
+    rows = [[s.fsdp, s.engine.compile_s, s.engine.train_s,
+             r.runs * r.steps * r.batch_size / s.engine.train_s,
+             percent(r.mfu(s.engine, s.devices)), first.engine.train_s / s.engine.train_s]
+            for s in splits]
+    lines = [text_table(["fsdp", "compile s", "train s", "examples/s", "MFU",
+                         f"speed vs fsdp {first.fsdp}"], rows)]
+    for s in splits[1:]:
+        pairs = [(a, b) for a, b in zip(first.engine.final_losses, s.engine.final_losses)
+                 if np.isfinite(a) and np.isfinite(b)]
+        if pairs:
+            diff = max(abs(a - b) / max(abs(a), 1e-30) for a, b in pairs)
+            lines.append(f"final eval loss, fsdp {s.fsdp} against fsdp {first.fsdp}: max "
+                         f"relative difference {diff:.3g} over {len(pairs)} runs")
+    return "\n".join(lines)
 
 
 def engine_arm(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
