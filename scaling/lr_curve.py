@@ -82,7 +82,8 @@ class Curve:
 
     def no_bracket(self, best: int) -> str | None:
         """Why cell `best` is not bracketed (None: it is): at an edge, or a neighbour whose steps
-        are not known to be at least its mean."""
+        are not known to be at least its mean. The search's test for a target done (within its
+        resolution) and the analysis's `bracketed`, one call."""
         if best == 0:
             return "best at the lowest rate tried"
         if best == len(self.lrs) - 1:
@@ -92,12 +93,6 @@ class Curve:
                 return (f"neighbour {self.lrs[j]:.4g} may be better: its steps exceed "
                         f"{self.bounds[j]:.4g}, below the best's {self.means[best]:.4g}")
         return None
-
-    def bracketed(self) -> bool:
-        """Whether the best cell is bracketed: the search's test for a target done (within its
-        resolution) and the analysis's `bracketed`."""
-        best = self.best()
-        return best is not None and self.no_bracket(best) is None
 
     def bounded_only(self, j: int) -> str | None:
         """Why cell `j` gives no mean, only a bound (None: every seed reached)."""

@@ -26,8 +26,8 @@ between rounds and at chunk boundaries, and tests drive them with closed forms.
 A run's steps to a target are a number (reached), `Censored(s)` (not reached by step s: stopped,
 or still running) or None (never: diverged, or ended unreached); `cells` makes them the batch
 size's learning-rate curve (scaling.lr_curve: a cell's mean where every seed reached, its lower
-bound with censored seeds at their s, the best, the bracket). The rounds of a results folder are recorded in rounds.json
-(scaling.store.add_round) as `round_record` writes them.
+bound with censored seeds at their s, the best, the bracket). The rounds of a results folder
+are recorded in rounds.json (scaling.store.add_round) as `round_record` writes them.
 """
 
 from __future__ import annotations
