@@ -90,8 +90,10 @@ class Curve:
             return "best at the highest rate tried"
         for j in (best - 1, best + 1):
             if not self.bounds[j] >= self.means[best]:
-                return (f"neighbour {self.lrs[j]:.4g} may be better: its steps exceed "
-                        f"{self.bounds[j]:.4g}, below the best's {self.means[best]:.4g}")
+                known = ("a seed has no run there" if np.isnan(self.bounds[j]) else
+                         f"its steps exceed {self.bounds[j]:.4g}, below the best's "
+                         f"{self.means[best]:.4g}")
+                return f"neighbour {self.lrs[j]:.4g} may be better: {known}"
         return None
 
     def bounded_only(self, j: int) -> str | None:

@@ -64,6 +64,14 @@ def test_both_sides_read_the_same_cells(side):
     assert curve.best() == 0 and curve.no_bracket(0) == "best at the lowest rate tried"
 
 
+def test_a_run_the_analysis_lacks_leaves_its_cell_unknown():
+    """Seeds align across a batch size's rates: a missing run is no bound, so no bracket."""
+    runs = readings({0.1: [300.0, 300.0], 0.2: [100.0, 100.0], 0.4: [200.0, 200.0]})
+    curve = lr_curves(table(runs[:-1]), "t")[8][0].curve()  # 0.4, seed 1: no run
+    assert np.isnan(curve.bounds[2]) and curve.best() == 1
+    assert curve.no_bracket(1) == "neighbour 0.4 may be better: a seed has no run there"
+
+
 def test_the_bracket_worked_by_hand():
     """Best 0.2 (mean 100). 0.4's bound 110 >= 100 closes the upper side; 0.1 censored at 60
     (bound 80 < 100) may be better; at 120 (bound 110) it closes the lower side too; a tie
@@ -77,6 +85,11 @@ def test_the_bracket_worked_by_hand():
     assert curve(60.0).no_bracket(1) == ("neighbour 0.1 may be better: its steps exceed 80, "
                                          "below the best's 100")
     assert curve(120.0).no_bracket(1) is None and curve(100.0).no_bracket(1) is None
+    unknown = Curve.of_cells(lrs, [np.array([300.0, 300.0]), np.array([100.0, 100.0]),
+                                   np.array([200.0, math.nan])],
+                             [np.array([300.0, 300.0]), np.array([100.0, 100.0]),
+                              np.array([200.0, math.nan])], diverged)  # a seed with no run
+    assert unknown.no_bracket(1) == "neighbour 0.4 may be better: a seed has no run there"
     blown = Curve.of_cells(lrs, [np.array([300.0]), np.array([100.0]), np.array([math.nan])],
                            [np.array([300.0]), np.array([100.0]), np.array([math.inf])],
                            [False, False, True])
