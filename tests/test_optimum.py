@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from scaling.analysis import optimum
-from scaling.analysis.selection import cell_means
 from scaling.analysis.table import LRCurve
+from scaling.lr_curve import cell_means, vertex
 
 
 def curve(lrs, steps_per_seed, diverged=None, censored=None) -> LRCurve:
@@ -29,26 +29,37 @@ def test_vertex_of_an_exact_log_parabola():
     """log S = log 200 + 0.7 (log lr - log 0.13)^2 through three unevenly spaced rates."""
     lrs = [0.05, 0.11, 0.4]
     steps = [200 * math.exp(0.7 * math.log(lr / 0.13) ** 2) for lr in lrs]
-    lr, s, curvature = optimum.vertex(lrs, steps)
+    lr, s, curvature = vertex(lrs, steps)
     assert (lr, s, curvature) == (pytest.approx(0.13, rel=1e-12), pytest.approx(200.0, rel=1e-12),
                                   pytest.approx(1.4, rel=1e-12))
-    flat = optimum.vertex([0.1, 0.2, 0.4], [50.0, 50.0, 50.0])
+    flat = vertex([0.1, 0.2, 0.4], [50.0, 50.0, 50.0])
     assert flat == (pytest.approx(0.2), pytest.approx(50.0), 0.0)
 
 
-def test_no_bracket_says_why():
+def test_the_bracket_and_why_no_parabola_reads_it():
+    """Best 0.4 (155 steps). A neighbour a seed never reached, one that diverged, or one whose
+    censored seed puts its mean above 155 is worse whatever: bracketed, but only a bound, so
+    the best point stands; a censored neighbour whose bound lies below 155 may be better."""
     lrs = [0.1, 0.2, 0.4, 0.8, 1.6]
     ok = [[300, 310], [200, 190], [150, 160], [210, 200], [400, 420]]
-    assert optimum.no_bracket(curve(lrs, ok), 2) is None
-    assert optimum.no_bracket(curve(lrs, ok), 0) == "best at the lowest rate tried"
-    assert optimum.no_bracket(curve(lrs, ok), 4) == "best at the highest rate tried"
+    assert curve(lrs, ok).curve().no_bracket(2) is None
+    assert curve(lrs, ok).curve().no_bracket(0) == "best at the lowest rate tried"
+    assert curve(lrs, ok).curve().no_bracket(4) == "best at the highest rate tried"
     holed = [r if i != 3 else [210, None] for i, r in enumerate(ok)]
-    assert optimum.no_bracket(curve(lrs, holed), 2) == "neighbour 0.8 not reached by every seed"
-    assert optimum.no_bracket(curve(lrs, holed, [False, False, False, True, False]), 2) == \
-        "neighbour 0.8 diverged"
-    cut = [[math.nan] * 2] * 3 + [[250.0, math.nan], [math.nan] * 2]
-    assert optimum.no_bracket(curve(lrs, holed, censored=cut), 2) == \
-        "neighbour 0.8 stopped as dominated (censored)"
+    read = lambda **kw: optimum.entry(curve(lrs, holed, **kw), 2, 155.0)
+    unreached = read()
+    assert (unreached["bracketed"], unreached["steps"], unreached["curvature"]) == (True, 155.0,
+                                                                                 None)
+    assert unreached["why"] == "neighbour 0.8 not reached by every seed: no parabola"
+    assert read(diverged=[False, False, False, True, False])["why"] == \
+        "neighbour 0.8 diverged: no parabola"
+    nan = [math.nan] * 2
+    above = read(censored=[nan] * 3 + [[math.nan, 250.0], nan])  # bound (210 + 250) / 2 = 230
+    assert above["bracketed"] and above["why"] == \
+        "neighbour 0.8 stopped as dominated (censored): no parabola"
+    below = read(censored=[nan] * 3 + [[math.nan, 50.0], nan])  # bound (210 + 50) / 2 = 130
+    assert not below["bracketed"] and below["why"] == \
+        "neighbour 0.8 may be better: its steps exceed 130, below the best's 155"
 
 
 def test_the_entry_falls_back_to_the_best_measured_point():
@@ -77,7 +88,7 @@ def test_each_draw_redoes_the_best_cell_and_its_parabola():
         best = int(np.nanargmin(means))
         inner = 0 < best < 6 and np.all(np.isfinite(means[best - 1:best + 2]))
         assert bracketed[k] == inner
-        want = optimum.vertex(lrs[best - 1:best + 2], list(means[best - 1:best + 2]))[1] \
+        want = vertex(lrs[best - 1:best + 2], list(means[best - 1:best + 2]))[1] \
             if inner else means[best]
         assert values[k] == pytest.approx(want, rel=1e-12)
     assert bracketed.any() and not bracketed.all()

@@ -9,17 +9,19 @@ import math
 import runpy
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 
 from scaling import store
-from scaling.analysis import analyze, optimum
+from scaling.analysis import analyze
 from scaling.analysis.nqm_reference import steps_to_target
 from scaling.analysis.table import LRCurve
 from scaling.config import LearningRateConfig, from_dict
 from scaling.config.arithmetic import for_config
 from scaling.config.targets import Censored, Reach
+from scaling.lr_curve import vertex
 from scaling.sweep import search as S
 from scaling.tasks.nqm import NQMOptions, spectra
 from tests.helpers import SWEEP, config
@@ -56,11 +58,18 @@ def search(grid: list[float], read, targets: list[str], settings: S.Settings
         runs += [read(lr) for lr in plan.learning_rates]
 
 
-def bracket_of(runs: list[S.RunReading], target: str) -> tuple[S.Cell, S.Cell, S.Cell]:
-    row = S.cells(runs, target)
-    best = S.best_index(row)
-    assert best is not None and 0 < best < len(row) - 1
-    return row[best - 1], row[best], row[best + 1]
+class Cell(NamedTuple):
+    learning_rate: float
+    mean: float
+    diverged: bool
+
+
+def bracket_of(runs: list[S.RunReading], target: str) -> tuple[Cell, Cell, Cell]:
+    curve = S.cells(runs, target)
+    best = curve.best()
+    assert best is not None and 0 < best < len(curve.lrs) - 1
+    return tuple(Cell(curve.lrs[i], curve.means[i], curve.diverged[i])
+                 for i in (best - 1, best, best + 1))
 
 
 # ---------------------------------------------------------------- rounds
@@ -128,7 +137,7 @@ def test_a_stopped_or_unreached_neighbour_still_moves_the_search():
     reading = lambda lr, v: S.RunReading(lr, 0, {"t": v})
     stopped = [reading(0.1, 300.0), reading(0.316228, 100.0), reading(1.0, Censored(120))]
     plan = S.next_round(stopped, ["t"], s, 0)
-    assert optimum.vertex([0.1, 0.316228, 1.0], [300.0, 100.0, 120.0])[0] == pytest.approx(
+    assert vertex([0.1, 0.316228, 1.0], [300.0, 100.0, 120.0])[0] == pytest.approx(
         0.47735, rel=1e-4)
     assert plan.learning_rates == pytest.approx(tuple(s.on_lattice(k) for k in (10, 15, 17)),
                                                 rel=1e-5)
@@ -387,11 +396,11 @@ def test_stopping_keeps_the_best_rate_and_its_parabola_on_random_valleys():
         cut_runs = _simulate(true, 1.5, 2000, 50, 0.1)
         cut = S.cells(cut_runs, "t")
         stopped += sum(isinstance(r.steps["t"], Censored) for r in cut_runs)
-        b = S.best_index(full)
-        assert S.best_index(cut) == b
+        b = full.best()
+        assert cut.best() == b
         if b is not None:
-            for j in range(max(b - 1, 0), min(b + 2, len(full))):
-                assert cut[j].mean == full[j].mean
+            for j in range(max(b - 1, 0), min(b + 2, len(full.lrs))):
+                assert cut.means[j] == full.means[j]
     assert stopped > 500  # stopping did happen
 
 
@@ -407,7 +416,7 @@ def test_the_optimum_of_a_search_is_the_closed_forms_fewest_steps():
     runs, _ = search(grid, lambda lr: nqm_reading(lr, 8, targets), ["t"],
                      S.Settings(HALF_DECADE, 1.25, 8, 1e-4))
     lo, best, hi = bracket_of(runs, "t")
-    lr, steps, curvature = optimum.vertex([c.learning_rate for c in (lo, best, hi)],
+    lr, steps, curvature = vertex([c.learning_rate for c in (lo, best, hi)],
                                           [c.mean for c in (lo, best, hi)])
     fine = [s for lr_ in np.geomspace(0.3, 1.9, 2000) if (s := nqm_steps(lr_, 8, 0.05))]
     exact = min(fine)
@@ -442,9 +451,9 @@ def _study_b_crit(options: NQMOptions, values: list[float], grid: list[float] | 
             else [read(lr) for lr in np.geomspace(0.1, 1.9, 150)]
         for n in names:
             row = S.cells(runs, n)
-            steps = [np.array([c.mean if math.isfinite(c.mean) else math.nan]) for c in row]
-            curve = LRCurve(lrs=[c.learning_rate for c in row], steps=steps, examples=steps,
-                            b_simple=steps, b_noise=steps, diverged=[c.diverged for c in row])
+            steps = [np.array([m]) for m in row.means]
+            curve = LRCurve(lrs=list(row.lrs), steps=steps, examples=steps, b_simple=steps,
+                            b_noise=steps, diverged=list(row.diverged))
             point = analyze.best_point(b, [curve], read_optimum=grid is not None)
             if point is not None:
                 points[n].append(point)

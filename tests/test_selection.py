@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from scaling.analysis.selection import cell_means, choose, resampled_steps
+from scaling.analysis.selection import choose, resampled_steps
+from scaling.lr_curve import cell_means
 
 
 def test_min_takes_the_fewest_mean_steps_of_the_cells_every_seed_reached():

@@ -11,8 +11,8 @@ import numpy as np
 from scaling.analysis.budget_rules import budget_rules
 from scaling.analysis.fixed_budget import (BudgetCurve, Optima, budget_curves, draw_means,
                                            interval95, lower_is_better, optima)
-from scaling.analysis.selection import cell_means
 from scaling.errors import ConfigError
+from scaling.lr_curve import cell_means
 from scaling.store import finite
 
 

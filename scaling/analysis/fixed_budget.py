@@ -29,9 +29,9 @@ import numpy as np
 
 from scaling.analysis import intervals
 from scaling.parabola import log_vertex
-from scaling.analysis.selection import cell_means, cell_means_many
 from scaling.analysis.table import varying_hyperparameters
 from scaling.errors import ConfigError
+from scaling.lr_curve import cell_means
 from scaling.store import finite
 
 NOISE_POINTS = 2  # the noise spread is read on the best point and this many either side
@@ -204,7 +204,7 @@ def draw_means(curves: list[BudgetCurve], num: int, rng: np.random.Generator
         return None, intervals.none("not asked for (bootstrap 0)")
     if seeds >= 2:
         draws = rng.integers(0, seeds, (num, seeds))
-        means = [cell_means_many(c.values, draws).T for c in curves]
+        means = [cell_means(c.values[:, draws]).T for c in curves]
         return means, {**intervals.info("seeds", "percentile", num),
                        "definition": INTERVAL_DEFINITIONS["seeds"]}
     sigma = noise_sigma(curves)

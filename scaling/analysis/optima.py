@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaling.analysis.optimum import vertex
-from scaling.analysis.selection import cell_means_many
 from scaling.analysis.table import LRCurve
+from scaling.lr_curve import cell_means, vertex
 
 
 def refine_lr(lrs: np.ndarray, steps: np.ndarray, best: int) -> float | None:
@@ -35,7 +34,7 @@ def optimum(point: dict) -> float:
 def _grid_optima(grid: LRCurve, draws: np.ndarray) -> np.ndarray:
     """The optimum of each draw of whole seeds (rows of `draws`) on one batch size's grid: the
     fewest mean steps, refined; NaN where no LR was reached by every drawn seed."""
-    lrs, means = np.asarray(grid.lrs), cell_means_many(grid.stack("steps"), draws)
+    lrs, means = np.asarray(grid.lrs), cell_means(grid.stack("steps")[:, draws])
     out = np.full(len(draws), np.nan)
     for k in range(len(draws)):
         column = means[:, k]

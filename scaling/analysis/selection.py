@@ -25,14 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaling.config.names import LR_SELECTIONS
-
-
-def cell_means(steps: np.ndarray) -> np.ndarray:
-    """Mean over seeds (axis 1) per cell; NaN unless every seed reached the target."""
-    steps = np.asarray(steps, float)
-    if steps.shape[1] == 0:
-        return np.full(steps.shape[0], np.nan)
-    return np.where(np.all(np.isfinite(steps), axis=1), steps.mean(axis=1), np.nan)
+from scaling.lr_curve import cell_means
 
 
 @dataclass(frozen=True)
@@ -72,17 +65,11 @@ def choose(steps: np.ndarray, how: str, groups: np.ndarray | None = None) -> Cho
     return Choice(best, tuple(pairs), plain.naive)
 
 
-def cell_means_many(steps: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """`cell_means` of every draw at once: cells x draws."""
-    picked = steps[:, draws]  # cells x draws x seeds
-    return np.where(np.all(np.isfinite(picked), axis=2), picked.mean(axis=2), np.nan)
-
-
 def resampled_steps(steps: np.ndarray, how: str, draws: np.ndarray) -> np.ndarray:
     """The selection's estimate for each bootstrap draw of whole seeds (rows of `draws`, seed
     indices); NaN where the draw leaves no cell reached by every drawn seed."""
     if how == "min":
-        means = np.nan_to_num(cell_means_many(steps, draws), nan=np.inf).min(axis=0)
+        means = np.nan_to_num(cell_means(steps[:, draws]), nan=np.inf).min(axis=0)
         return np.where(np.isinf(means), np.nan, means)
     out = np.full(len(draws), np.nan)
     for i, idx in enumerate(draws):

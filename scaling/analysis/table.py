@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scaling.analysis.curves import b_noise_at, b_simple_at, b_simple_precond_at
-from scaling.analysis.selection import cell_means
 from scaling.config import AXES
 from scaling.config.targets import FIRST, Reach, crossing, parse_target, series, undecided_bound
+from scaling.lr_curve import Curve, cell_means
 from scaling.store import examples_at
 
 READINGS = ("reached", "clipped", "unconfirmed", "censored", "not_crossed", "diverged")
@@ -43,6 +43,8 @@ class LRCurve:
     hyperparameters: dict[str, float] = field(default_factory=dict)  # list-valued axes only
     censored: list[np.ndarray] = field(default_factory=list)  # steps are more than this; NaN
 
+    absent: list[np.ndarray] = field(default_factory=list)  # 1 where no such run
+
     def means(self) -> np.ndarray:
         """Mean steps over seeds per LR; NaN unless every seed reached the target."""
         return cell_means(self.stack("steps"))
@@ -55,15 +57,26 @@ class LRCurve:
             return np.full_like(self.stack("steps"), np.nan)
         return np.array(values, float).reshape(len(self.lrs), -1)
 
-    def bounds(self) -> np.ndarray:
-        """Per LR with a censored seed and every other seed reached, a lower bound of its mean
-        steps (censored seeds at their bound); NaN elsewhere."""
-        if not self.censored:
-            return np.full(len(self.lrs), np.nan)
+    def floors(self) -> np.ndarray:
+        """Each run's lower bound of its steps, LRs x seeds: its steps where reached, its
+        censored bound where stopped as dominated, NaN where there is no such run, else
+        infinite (diverged, or ended without reaching it)."""
         steps, censored = self.stack("steps"), self.stack("censored")
-        known = np.where(np.isfinite(steps), steps, censored)
-        ok = np.all(np.isfinite(known), axis=1) & np.any(np.isfinite(censored), axis=1)
-        return np.where(ok, known.mean(axis=1), np.nan)
+        known = np.where(np.isfinite(steps), steps, np.where(np.isfinite(censored), censored,
+                                                              np.inf))
+        return np.where(self.stack("absent") > 0, np.nan, known)
+
+    def curve(self) -> Curve:
+        """The learning-rate curve the search reads too (scaling.lr_curve): cells, best, bracket."""
+        return Curve.of_cells(self.lrs, list(self.stack("steps")), list(self.floors()),
+                              self.diverged)
+
+    def bounds(self) -> np.ndarray:
+        """Per LR with a censored seed and every other seed reached, the curve's lower bound of
+        its mean steps (censored seeds at their bound); NaN elsewhere."""
+        curve = self.curve()
+        return np.where(np.isfinite(curve.means) | ~np.isfinite(curve.bounds), np.nan,
+                        curve.bounds)
 
 
 def _nan(value: float | None) -> float:
@@ -177,6 +190,7 @@ def _lr_curve(by_lr: dict[float, dict[int, dict]], hyperparameters: dict, target
         grid.b_simple_precond.append(read("b_simple_precond", own))
         grid.diverged.append(any(r is not None and r["status"] == "diverged" for r in runs))
         grid.censored.append(read("steps_censored", own))
+        grid.absent.append(np.array([r is None for r in runs], float))
     return grid
 
 

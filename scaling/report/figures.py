@@ -105,7 +105,8 @@ def steps_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | No
     for i, (t, pts) in enumerate(targets):
         c, b0, s0 = colour(i), pts[0]["batch_size"], pts[0]["steps"]
         _edges_and_points(ax, [p["batch_size"] for p in pts], [p["steps"] for p in pts], pts, c)
-        opt = [p for p in pts if (p.get("optimum") or {}).get("bracketed")]
+        # read by the parabola (a curvature): a bracket with a bounded neighbour has no optimum
+        opt = [p for p in pts if (p.get("optimum") or {}).get("curvature") is not None]
         ax.plot([p["batch_size"] for p in opt], [p["optimum"]["steps"] for p in opt], "_",
                 color=c, ms=12, mew=2, zorder=4)
         ax.plot(grid, [s0 * b0 / b for b in grid], ":", color=c, lw=1)

@@ -9,7 +9,8 @@ between rounds and at chunk boundaries, and tests drive them with closed forms.
   downward no lower than the floor).
 - Then resolve: once the best has a neighbour on each side, fit the parabola in (log rate,
   log steps) through the three (scaling.parabola) and train the lattice rate nearest its
-  minimum with its two lattice neighbours, until the best's two neighbours lie within a
+  minimum with its two lattice neighbours, until the best is bracketed (`closed`: the
+  curve's bracket, scaling.lr_curve, the one the analysis reports) by two neighbours within a
   factor `resolution` of each other. The lattice divides the grid's factor evenly into steps
   of at most sqrt(resolution), so a best with both lattice neighbours tried is done: on a
   smooth valley one round ends the search, where halving the spacing took four. Where a
@@ -23,10 +24,10 @@ between rounds and at chunk boundaries, and tests drive them with closed forms.
 - A round limit ends the search whatever is left; the reasons say what.
 
 A run's steps to a target are a number (reached), `Censored(s)` (not reached by step s: stopped,
-or still running) or None (never: diverged, or ended unreached). A cell (one learning rate,
-every seed) counts as reached only when every seed reached; its lower bound counts censored
-seeds at their s. The rounds of a results folder are recorded in rounds.json
-(scaling.store.add_round) as `round_record` writes them.
+or still running) or None (never: diverged, or ended unreached); `cells` makes them the batch
+size's learning-rate curve (scaling.lr_curve: a cell's mean where every seed reached, its lower
+bound with censored seeds at their s, the best, the bracket). The rounds of a results folder
+are recorded in rounds.json (scaling.store.add_round) as `round_record` writes them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 from scaling.config import Config, LearningRateConfig
 from scaling.config.targets import (Censored, Reach, crossing_in, parse_target, series,
                                     undecided_bound)
+from scaling.lr_curve import Curve
 from scaling.parabola import log_vertex
 
 Steps = float | Censored | None
@@ -101,18 +103,6 @@ class Plan:
         return not self.learning_rates
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One learning rate over its seeds at one target: `mean` when every seed reached (else
-    inf), `bound` a lower bound of the mean (censored seeds at their s; inf when a seed never
-    reaches)."""
-
-    learning_rate: float
-    mean: float
-    bound: float
-    diverged: bool
-
-
 def rate_key(lr: float) -> str:
     """A learning rate as run ids print it: two rates with one key are one rate."""
     return f"{lr:.6g}"
@@ -126,42 +116,33 @@ def rounded(lr: float) -> float:
 # ---------------------------------------------------------------- cells
 
 
-def _seed_value(steps: Steps) -> tuple[float, bool]:
-    """(the seed's lower bound, whether it is exact)."""
+def _seed(steps: Steps) -> tuple[float, float]:
+    """(the seed's exact steps, NaN unless reached; its lower bound, infinite where never)."""
     if steps is None:
-        return math.inf, False
+        return math.nan, math.inf
     if isinstance(steps, Censored):
-        return float(steps.steps), False
-    return float(steps), True
+        return math.nan, float(steps.steps)
+    return float(steps), float(steps)
 
 
-def cells(runs: list[RunReading], target: str) -> list[Cell]:
+def cells(runs: list[RunReading], target: str) -> Curve:
     """The learning rates tried, ascending, each read over its seeds at `target`."""
     by_rate: dict[str, list[RunReading]] = {}
     for run in runs:
         by_rate.setdefault(rate_key(run.learning_rate), []).append(run)
-    out = []
-    for group in by_rate.values():
-        values = [_seed_value(r.steps.get(target)) for r in group]
-        bound = sum(v for v, _ in values) / len(values)
-        exact = all(ok for _, ok in values)
-        out.append(Cell(group[0].learning_rate, bound if exact else math.inf, bound,
-                        any(r.diverged for r in group)))
-    return sorted(out, key=lambda c: c.learning_rate)
-
-
-def best_index(row: list[Cell]) -> int | None:
-    """The cell with the fewest mean steps (ties: the lower rate); None when none reached."""
-    reached = [i for i, c in enumerate(row) if math.isfinite(c.mean)]
-    return min(reached, key=lambda i: (row[i].mean, i)) if reached else None
+    groups = sorted(by_rate.values(), key=lambda g: g[0].learning_rate)
+    seeds = [np.array([_seed(r.steps.get(target)) for r in g], float).reshape(-1, 2)
+             for g in groups]
+    return Curve.of_cells([g[0].learning_rate for g in groups], [v[:, 0] for v in seeds],
+                          [v[:, 1] for v in seeds], [any(r.diverged for r in g) for g in groups])
 
 
 # ---------------------------------------------------------------- one target's next rates
 
 
-def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str] | None:
+def _outward(curve: Curve, best: int, s: Settings) -> tuple[list[float], str] | None:
     """The outward step while the best is at an edge; None once it has both neighbours."""
-    lr = row[best].learning_rate
+    lr = curve.lrs[best]
     asks, why = [], []
     if best == 0:
         down = lr / s.factor
@@ -171,7 +152,7 @@ def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]
         else:
             why.append(f"best {lr:.4g} is the lowest tried, and a step down would pass the "
                        f"floor {s.floor:.4g}")
-    if best == len(row) - 1:
+    if best == len(curve.lrs) - 1:
         up = lr * s.factor
         asks.append(up)
         why.append(f"best {lr:.4g} is the highest tried: one step up to {up:.4g}")
@@ -180,23 +161,42 @@ def _outward(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]
     return asks, "; ".join(why) if asks else "done: " + "; ".join(why)
 
 
-def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
+def _span(curve: Curve, best: int, s: Settings) -> tuple[float, bool]:
+    """The ratio of the best's two neighbours' rates, and whether it is within the resolution."""
+    ratio = float(curve.lrs[best + 1] / curve.lrs[best - 1])
+    return ratio, ratio <= s.resolution * (1 + 1e-9)
+
+
+def closed(curve: Curve, best: int, s: Settings) -> str | None:
+    """The search's test that a target is done: its best bracketed (`Curve.no_bracket`, the
+    very test behind the analysis's `bracketed`) by neighbours within the resolution of each
+    other; why, or None while it is open."""
+    if curve.no_bracket(best) is not None:
+        return None
+    ratio, within = _span(curve, best, s)
+    lr, lo, hi = (curve.lrs[i] for i in (best, best - 1, best + 1))
+    return (f"done: best {lr:.4g} bracketed by {lo:.4g} and {hi:.4g}, within {ratio:.3g}x <= "
+            f"resolution {s.resolution:g}") if within else None
+
+
+def _refine(curve: Curve, best: int, s: Settings) -> tuple[list[float], str]:
     """The lattice point nearest the minimum of the parabola through the best and its two
     neighbours, first, then a point each side: the next lattice point where all three reached,
     else a third of the way to the neighbour (at least one step), since a neighbour stopped as
     dominated enters at the steps it is known to exceed and one never reached gives no parabola
     (centred on the best), so the minimum may be far off and the bracket still shrinks by a
     third; those strictly between the neighbours and not tried yet. While the neighbours span
-    more than the resolution (at least two lattice steps), one of them is."""
-    lr, lo, hi = (row[i].learning_rate for i in (best, best - 1, best + 1))
-    ratio = hi / lo
-    if ratio <= s.resolution * (1 + 1e-9):
-        return [], (f"done: best {lr:.4g} bracketed by {lo:.4g} and {hi:.4g}, within "
-                    f"{ratio:.3g}x <= resolution {s.resolution:g}")
-    steps = [row[i].bound for i in (best - 1, best, best + 1)]  # a stopped one: its bound
-    at = float(log_vertex(np.array([lo, lr, hi]), np.array(steps), 1)[0])
+    more than the resolution (at least two lattice steps), one of them is; within it nothing
+    is left to try, bracketed or not."""
+    lr, lo, hi = (curve.lrs[i] for i in (best, best - 1, best + 1))
+    ratio, within = _span(curve, best, s)
+    if within:
+        return [], (f"done: best {lr:.4g} between {lo:.4g} and {hi:.4g}, within {ratio:.3g}x "
+                    f"<= resolution {s.resolution:g}, not bracketed: {curve.no_bracket(best)}")
+    steps = curve.bounds[best - 1:best + 2]  # a stopped one: its bound
+    at = float(log_vertex(np.array([lo, lr, hi]), steps, 1)[0])
     centre = s.lattice_index(at if math.isfinite(at) else lr)
-    exact = math.isfinite(at) and all(math.isfinite(row[i].mean) for i in (best - 1, best + 1))
+    exact = math.isfinite(at) and bool(np.all(np.isfinite(curve.means[best - 1:best + 2])))
     reach = [1 if exact else max(1, round(abs(centre - s.lattice_index(n)) / 3))
              for n in (lo, hi)]
     points = (s.on_lattice(k) for k in (centre, centre - reach[0], centre + reach[1]))
@@ -208,32 +208,33 @@ def _refine(row: list[Cell], best: int, s: Settings) -> tuple[list[float], str]:
                   f"{s.resolution:g}), {where}: " + ", ".join(f"{a:.4g}" for a in asks))
 
 
-def _unreached(row: list[Cell], s: Settings) -> tuple[list[float], str]:
+def _unreached(curve: Curve, s: Settings) -> tuple[list[float], str]:
     """No rate reached the target: step up past the highest if it did not diverge, down past
     the lowest if every rate diverged; else done."""
-    top, bottom = row[-1].learning_rate, row[0].learning_rate
-    if all(c.diverged for c in row):
+    top, bottom = curve.lrs[-1], curve.lrs[0]
+    if curve.diverged.all():
         down = bottom / s.factor
         if down >= s.floor * (1 - 1e-9):
             return [down], f"every rate diverged: one step down to {down:.4g}"
         return [], f"done: every rate diverged, down to the floor {s.floor:.4g}"
-    if not row[-1].diverged:
+    if not curve.diverged[-1]:
         return [top * s.factor], (f"no rate reached it and the highest, {top:.4g}, did not "
                                   f"diverge: one step up to {top * s.factor:.4g}")
     return [], "done: no rate reached it below the rates that diverge"
 
 
-def target_rates(row: list[Cell], s: Settings) -> tuple[list[float], str]:
+def target_rates(curve: Curve, s: Settings) -> tuple[list[float], str]:
     """What one target asks the next round for, given its cells, and why."""
-    if not row:
+    if not len(curve.lrs):
         return [], "done: nothing tried"
-    best = best_index(row)
+    best = curve.best()
     if best is None:
-        return _unreached(row, s)
-    outward = _outward(row, best, s)
-    if outward is not None:
-        return outward
-    return _refine(row, best, s)
+        return _unreached(curve, s)
+    done = closed(curve, best, s)
+    if done is not None:
+        return [], done
+    outward = _outward(curve, best, s)
+    return outward if outward is not None else _refine(curve, best, s)
 
 
 # ---------------------------------------------------------------- the round
@@ -293,20 +294,18 @@ def searched_rates(first: list[float], records: list[dict[str, Any]],
 # ---------------------------------------------------------------- stopping what cannot win
 
 
-def _kept(row: list[Cell], margin: float, near: float | None) -> set[str]:
+def _kept(curve: Curve, margin: float, near: float | None) -> set[str]:
     """The rates one target needs to go on: every cell whose lower bound is within the margin
     of the best's mean (it may still win), and each one's neighbours (the parabola's points
     around whichever wins) within a factor `near` in rate of it (None: any); every rate while
     no cell has reached the target."""
-    best = best_index(row)
+    lrs, best = curve.lrs, curve.best()
     if best is None:
-        return {rate_key(c.learning_rate) for c in row}
-    limit = row[best].mean * (1 + margin)
-    alive = [i for i, c in enumerate(row) if c.bound <= limit]
-    close = lambda i, j: near is None or max(row[i].learning_rate / row[j].learning_rate,
-                                             row[j].learning_rate / row[i].learning_rate) <= near
-    kept = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(row) and close(i, j)}
-    return {rate_key(row[j].learning_rate) for j in kept}
+        return {rate_key(lr) for lr in lrs}
+    alive = np.nonzero(curve.bounds <= curve.means[best] * (1 + margin))[0]
+    close = lambda i, j: near is None or max(lrs[i] / lrs[j], lrs[j] / lrs[i]) <= near
+    kept = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(lrs) and close(i, j)}
+    return {rate_key(lrs[j]) for j in kept}
 
 
 def dominated(runs: list[RunReading], targets: list[str], margin: float,
