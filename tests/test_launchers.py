@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,13 @@ def test_the_local_launcher_prepares_the_sweep_once(tmp_path, prepares, capsys):
                  "--quiet"]) == 0
     assert len(prepares) == 1
     assert "finished" in capsys.readouterr().out  # the end table
+
+
+def test_the_parser_loads_no_launcher():
+    """The registry names launchers by import path, so `scaling --help` stays quick."""
+    code = ("import sys; from scaling.cli.parser import build_parser; build_parser(); "
+            "print(sorted(m for m in sys.modules if m.startswith('scaling.cli.launchers.') "
+            "or m == 'jax'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=PACKAGE.parent)
+    assert done.stdout.strip() == "[]"

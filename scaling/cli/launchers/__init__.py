@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from scaling.errors import ConfigError
+
+if TYPE_CHECKING:  # the kinds of work import jax; the registry must not
+    from scaling.cli.launchers.work import Work
 
 
 class Launcher(Protocol):
@@ -27,7 +30,7 @@ class Launcher(Protocol):
     def check(self, args: argparse.Namespace) -> None:
         """Refuse options it would ignore, before the config is read or anything computed."""
 
-    def launch(self, work: Any, args: argparse.Namespace) -> int:
+    def launch(self, work: Work, args: argparse.Namespace) -> int:
         """Carry out the prepared sweep (scaling.cli.launchers.work); the exit status."""
 
 
