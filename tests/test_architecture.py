@@ -130,7 +130,7 @@ def test_every_module_is_named_in_its_package_and_in_the_architecture_doc():
     a room missing from the plan: each is named there in backticks."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     missing = []
-    for init in sorted(PACKAGE.glob("*/__init__.py")):
+    for init in sorted(PACKAGE.glob("*/**/__init__.py")):  # subpackages' too
         package_doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         for path in sorted(init.parent.glob("*.py")):
             name = f"`{path.stem}`"
@@ -138,6 +138,7 @@ def test_every_module_is_named_in_its_package_and_in_the_architecture_doc():
                 continue
             missing += [f"{path.relative_to(PACKAGE.parent)}: not in {where}"
                         for where, text in (("docs/architecture.md", doc),
-                                            (f"{init.parent.name}/__init__.py", package_doc))
+                                            (f"{init.parent.relative_to(PACKAGE)}/__init__.py",
+                                             package_doc))
                         if name not in text]
     assert not missing, "\n".join(missing)

@@ -193,11 +193,11 @@ def test_a_rerun_submits_only_the_shards_with_work_left(reference, tmp_path):
     shutil.copytree(local_out, out)
     cfg = load(config, [])
     prepared = runner.prepare(cfg, out)
-    assert launch.shards_with_work(prepared, 2) == []
+    assert prepared.shards_with_work(2) == []
     holder = grid.partition(prepared.units, 2)[1][0].runs[0].run_id
     (out / "runs" / holder / "summary.json").unlink()
-    assert launch.shards_with_work(prepared, 2) == [1]
-    assert launch.shards_with_work(runner.prepare(cfg, tmp_path / "new"), 2) == [0, 1]
+    assert prepared.shards_with_work(2) == [1]
+    assert runner.prepare(cfg, tmp_path / "new").shards_with_work(2) == [0, 1]
 
 
 @needs_submitit

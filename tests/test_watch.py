@@ -46,14 +46,14 @@ class Clock:
         self.now += seconds
 
 
-def _wait(tasks: list[watch.Task], clock: Clock, runs=lambda: (1, 4)) -> list[str]:
+def _wait(tasks: list[watch.ArrayTask], clock: Clock, runs=lambda: (1, 4)) -> list[str]:
     return watch.wait(tasks, runs, slurm=False, clock=clock, sleep=clock.sleep)
 
 
 def test_a_task_whose_state_stays_unknown_is_reported_after_the_stated_time(tmp_path):
     clock = Clock()
     job = FakeJob(tmp_path, "7_1", ["RUNNING", "RUNNING", "UNKNOWN"])
-    failed = _wait([watch.Task(1, 2, job)], clock)
+    failed = _wait([watch.ArrayTask(1, 2, job)], clock)
     assert failed == [f"task 1 of 2 (job 7_1) ended without a result (its state unknown for "
                       f"5m00s); log {tmp_path}/7_1_log.err; rerun the same command to resume"]
     # Unknown from the third poll (t = 2 x POLL_S) on; reported at the first poll past the limit.
@@ -64,7 +64,7 @@ def test_a_task_whose_state_stays_unknown_is_reported_after_the_stated_time(tmp_
                                    "NO PROCESS AND NO RESULT"])
 def test_a_task_that_ended_without_a_result_is_reported_after_the_grace(tmp_path, state):
     clock = Clock()
-    failed = _wait([watch.Task(0, 1, FakeJob(tmp_path, "3", [state]))], clock)
+    failed = _wait([watch.ArrayTask(0, 1, FakeJob(tmp_path, "3", [state]))], clock)
     assert len(failed) == 1 and f"ended without a result ({state.split()[0]})" in failed[0]
     assert clock.now == watch.RESULT_GRACE_S
 
@@ -73,7 +73,7 @@ def test_a_result_that_lands_within_the_grace_is_a_success(tmp_path):
     """SLURM may report COMPLETED before a shared file system shows the result file."""
     clock = Clock()
     job = FakeJob(tmp_path, "3", ["RUNNING", "COMPLETED"], result_after=4)
-    assert _wait([watch.Task(0, 1, job)], clock) == []
+    assert _wait([watch.ArrayTask(0, 1, job)], clock) == []
     assert clock.now == 3 * watch.POLL_S < watch.RESULT_GRACE_S  # found at the fourth poll
 
 
@@ -82,7 +82,7 @@ def test_a_task_that_raised_is_reported_with_its_last_line_and_log(tmp_path):
     ok = FakeJob(tmp_path, "9_0", ["RUNNING"], result_after=3)
     bad = FakeJob(tmp_path, "9_1", ["RUNNING"], error="RuntimeError: exited with status 2",
                   result_after=2)
-    failed = _wait([watch.Task(0, 2, ok), watch.Task(1, 2, bad)], clock)
+    failed = _wait([watch.ArrayTask(0, 2, ok), watch.ArrayTask(1, 2, bad)], clock)
     assert failed == [f"task 1 of 2 (job 9_1) failed: RuntimeError: exited with status 2; "
                       f"log {tmp_path}/9_1_log.err"]
 
@@ -95,7 +95,7 @@ def test_progress_shows_at_most_once_a_minute_with_runs_and_the_tasks_latest_lin
                                 "batch  runs  done\n"  # a progress table: not a group line
                                 "batch 16: 2 runs: step 900/1,753, 2 of 2 runs training\n")
     with caplog.at_level(logging.INFO, logger="scaling.sweep.watch"):
-        assert _wait([watch.Task(0, 1, job)], clock, runs=lambda: (2, 6)) == []
+        assert _wait([watch.ArrayTask(0, 1, job)], clock, runs=lambda: (2, 6)) == []
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == int(clock.now // watch.PROGRESS_EVERY_S) == 3
     assert lines[0] == ("waiting (1m00s): 2 of 6 runs finished, 4 left; task 0: batch 16: 2 runs: "

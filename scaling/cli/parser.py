@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
+from scaling.cli.launchers import DEFAULT as DEFAULT_LAUNCHER, LAUNCHERS
 from scaling.config.names import INTERVAL_METHODS, LR_SELECTIONS, REACH_RULES, SCHEDULES, VIEWS
 from scaling.errors import ConfigError
 from scaling.store.imports import UNITS as IMPORT_UNITS
@@ -174,7 +175,7 @@ def add_sweep(sub: Any) -> None:
     _add_partial(p)
     s = p.add_argument_group(
         "launcher (scaling.sweep.launch; slurm needs pip install 'scaling[slurm]')")
-    s.add_argument("--launcher", choices=("local", "slurm"), default="local",
+    s.add_argument("--launcher", choices=tuple(LAUNCHERS), default=DEFAULT_LAUNCHER,
                    help="local: train here (default); slurm: submit one job array of shards")
     s.add_argument("--jobs", type=_positive(int),
                    help="job-array tasks, one shard each (default: one per group, at most 16)")

@@ -4,7 +4,7 @@ stops), `runner` (a sweep's groups in turn), `session` (its devices, data and pr
 `batches` (a batch size's runs in groups), `fixed` (a fixed batch size's group), `group` (the
 one lifecycle of a group's run folders), `writer` (their run files), `trackers` (TensorBoard
 and W&B), `claiming` (one process per group), `progress` (the tables printed as it goes),
-`launch` and `watch` (SLURM job arrays), `segments` and `schedule` (batch-size schedules),
+`launch` and `watch` (SLURM job arrays, for scaling.cli.launchers' slurm launcher), `segments` and `schedule` (batch-size schedules),
 `scale` (scale sweeps), `cooldown` and `cooldown_start` (many budgets from one
 run per setting), `branch_plan` and `branch` (`scaling branch`), `bench` (`scaling
 bench`)."""

@@ -35,7 +35,7 @@ from scaling.store.records import run_config, run_summary
 from scaling.sweep import batches, group as group_mod, progress
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
 from scaling.sweep.claiming import GroupClaims, claim_name
-from scaling.sweep.prepare import Prepared as SweepPrepared, prepare as prepare_sweep
+from scaling.sweep.prepare import Prepared, prepare as prepare_sweep
 from scaling.sweep.segments import budget_in_examples
 from scaling.sweep.session import Session
 from scaling.train import start as start_mod
@@ -88,7 +88,7 @@ def from_run(cfg: Config, run_dir: Path) -> Config:
     return config_mod.from_dict(data)
 
 
-def check_base(p: "Prepared", run_dir: Path) -> str:
+def check_base(p: "PreparedBranch", run_dir: Path) -> str:
     """How closely the retrained base reproduces the run it was taken from: the largest relative
     difference of eval_loss at the evaluation steps both recorded (a vmapped group of another
     width rounds differently, so about 1e-6 is expected; much more means the run was trained
@@ -121,13 +121,13 @@ def branch_spec(cfg: Config, bplan: BranchPlan, factor: int, examples: int,
 
 
 @dataclass
-class Prepared:
+class PreparedBranch:
     """A validated branched measurement, before any compute."""
 
     cfg: Config
     out: Path
     plan: BranchPlan
-    base: SweepPrepared
+    base: Prepared
     specs: dict[int, GroupSpec]  # per factor, the branches' program
 
 
@@ -147,7 +147,7 @@ def _check_plan(out: Path, bplan: BranchPlan, force: bool) -> None:
             "change freely.")
 
 
-def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
+def prepare(cfg: Config, out: str | Path, force: bool = False) -> PreparedBranch:
     """Every check before compute: the plan, the base's sweep folder, each factor's program."""
     out = Path(out)
     runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
@@ -160,11 +160,11 @@ def prepare(cfg: Config, out: str | Path, force: bool = False) -> Prepared:
     base.checkpoint_at = {bplan.base_batch: tuple(bplan.points)}
     specs = {k: branch_spec(cfg, bplan, k, arith.examples, data_shards)
              for k in bplan.trained_factors}
-    return Prepared(cfg, out, bplan, base, specs)
+    return PreparedBranch(cfg, out, bplan, base, specs)
 
 
 def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
-        shown: str = "auto", wait: bool = False) -> Prepared:
+        shown: str = "auto", wait: bool = False) -> PreparedBranch:
     """Train the base runs (unless finished) and every unfinished branch, each group while
     this process holds its claim (scaling.sweep.claiming); `wait`: wait for the groups other
     processes hold. Branches need the base's saved states: while another process trains the
@@ -193,7 +193,7 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
     return p
 
 
-def _train_base(p: Prepared, session: Session, wait: bool) -> None:
+def _train_base(p: PreparedBranch, session: Session, wait: bool) -> None:
     """The base runs not yet finished; with `wait`, also those another process held."""
     while True:
         todo = [r for r in p.base.planned if not store.is_done(p.base.out, r.run_id)]
@@ -209,7 +209,7 @@ def _train_base(p: Prepared, session: Session, wait: bool) -> None:
 class _Branches:
     """Trains the branch groups from the base's saved states."""
 
-    def __init__(self, p: Prepared, session: Session) -> None:
+    def __init__(self, p: PreparedBranch, session: Session) -> None:
         self.p, self.session = p, session
         self.base_program = session.program(p.plan.base_batch)  # builds the devices and data
         self.ctx = session.context
@@ -336,7 +336,7 @@ class _Branches:
             lr_factor=b.lr_factor, wall_s=round(wall_s, 3), compile_s=round(compile_s, 3))
 
 
-def describe(p: Prepared) -> str:
+def describe(p: PreparedBranch) -> str:
     """The --dry-run report: the plan and what is done; nothing written."""
     base_done = sum(store.is_done(p.base.out, r.run_id) for r in p.base.planned)
     groups = p.plan.groups()
@@ -347,7 +347,7 @@ def describe(p: Prepared) -> str:
                       f"{done} of {len(groups)} done ({sum(len(r) for *_, r in groups)} branches)"])
 
 
-def _rule_lines(p: Prepared) -> list[str]:
+def _rule_lines(p: PreparedBranch) -> list[str]:
     """What the optimizer's rules set at each factor and learning rate (none without rules)."""
     if not p.cfg.optimizer.ruled:
         return []

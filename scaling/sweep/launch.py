@@ -30,10 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from scaling import store
 from scaling.config import ConfigError
-from scaling.sweep import grid
-from scaling.sweep.runner import Prepared
 
 CLUSTER_ENV = "SCALING_SUBMITIT_CLUSTER"
 MAX_DEFAULT_JOBS = 16
@@ -86,24 +83,6 @@ def task_flags(force: bool, quiet: bool, compile_cache: str | None, no_compile_c
               if compile_cache else []),
             *(["--no-compile-cache"] if no_compile_cache else []),
             *(["--no-analyze"] if analyzed_here else [])]
-
-
-def has_work(p: Prepared, units: list[grid.Unit]) -> bool:
-    """Whether a shard's groups hold a run not yet done, or a finished batch size whose
-    learning-rate search has another round to train."""
-    for unit in units:
-        summaries = {r.run_id: store.read_summary(p.out, r.run_id) for r in p.runs_of(unit)}
-        if any(s is None for s in summaries.values()):
-            return True
-        if p.searched and unit.schedule is None \
-                and not p.next_round(unit.batch_size, summaries).done:
-            return True
-    return False
-
-
-def shards_with_work(p: Prepared, jobs: int) -> list[int]:
-    """The shards of `jobs` (over the whole grid, as each task splits it) with work left."""
-    return [i for i, units in enumerate(grid.partition(p.units, jobs)) if has_work(p, units)]
 
 
 def run_shard(entry: Callable[[list[str]], int], argv: list[str], processes: int = 1) -> None:

@@ -131,6 +131,26 @@ class Prepared:
     def cost(self, r: PlannedRun) -> int:
         return self.specs[r.batch_size][1].examples
 
+    def has_work(self, units: list[Unit]) -> bool:
+        """Whether these groups hold a run not yet done, or a finished batch size whose
+        learning-rate search has another round to train (a shard with nothing left is skipped,
+        or not submitted)."""
+        for unit in units:
+            summaries = {r.run_id: store.read_summary(self.out, r.run_id)
+                         for r in self.runs_of(unit)}
+            if any(s is None for s in summaries.values()):
+                return True
+            if self.searched and unit.schedule is None \
+                    and not self.next_round(unit.batch_size, summaries).done:
+                return True
+        return False
+
+    def shards_with_work(self, jobs: int) -> list[int]:
+        """The shards of `jobs` (over these groups, as --shard I/`jobs` splits them) with work
+        left."""
+        return [i for i, units in enumerate(grid.partition(self.units, jobs))
+                if self.has_work(units)]
+
 
 def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
             force: bool = False, shard: tuple[int, int] | None = None) -> Prepared:

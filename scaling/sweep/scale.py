@@ -33,7 +33,7 @@ from scaling.config.arithmetic import for_config
 from scaling.config.scale import Cell, cells as scale_cells
 from scaling.formatting import number, text_table
 from scaling.store.cells import TOKENS_PER_PARAM_FLOPS, cell_entry, write_cells
-from scaling.sweep import grid, launch, runner
+from scaling.sweep import grid, runner
 from scaling.sweep.prepare import Prepared, prepare
 from scaling.tasks import build_task, task_class
 from scaling.train.mesh import is_leader, make_mesh
@@ -157,8 +157,8 @@ def _units(cell: ScaleCell, piece: tuple[int, int] | None) -> list[grid.Unit]:
 
 
 def shards_with_work(cells: list[ScaleCell], jobs: int) -> list[int]:
-    """The shards of `jobs` that hold a group with work left (launch.has_work)."""
-    return [i for i in range(jobs) if any(launch.has_work(c.prepared, _units(c, piece))
+    """The shards of `jobs` that hold a group with work left (Prepared.has_work)."""
+    return [i for i in range(jobs) if any(c.prepared.has_work(_units(c, piece))
                                           for c, piece in assigned(cells, (i, jobs)))]
 
 
@@ -188,7 +188,7 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
     summaries = []
     for cell, piece in assigned(cells, shard):
         where = "" if piece is None else f" (piece {piece[0]}/{piece[1]})"
-        if not launch.has_work(cell.prepared, _units(cell, piece)):
+        if not cell.prepared.has_work(_units(cell, piece)):
             log.info("cell %s%s: every run finished", cell.name, where)
             continue
         log.info("cell %s%s: N %s, D %s %s", cell.name, where, number(cell.entry["params"]),

@@ -35,7 +35,7 @@ PROGRESS_LINE = re.compile(r"^batch \S+: .*")  # scaling.sweep.progress's group 
 
 
 @dataclass
-class Task:
+class ArrayTask:
     """One submitted shard and what the wait has seen of it."""
 
     index: int  # the shard's number, i of --shard i/N
@@ -89,7 +89,7 @@ def outcome(job: Any) -> str | None:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[-1].strip()
 
 
-def check(task: Task, state: str, now: float) -> bool:
+def check(task: ArrayTask, state: str, now: float) -> bool:
     """Whether `task` has ended, given its state now; sets task.failure where it ended badly."""
     if has_result(task.job):
         reason = outcome(task.job)
@@ -119,7 +119,8 @@ def last_progress(job: Any) -> str | None:
     return lines[-1] if lines else None
 
 
-def progress_line(tasks: list[Task], runs_done: int, runs_total: int, elapsed_s: float) -> str:
+def progress_line(tasks: list[ArrayTask], runs_done: int, runs_total: int,
+                  elapsed_s: float) -> str:
     """'waiting (3 min): 5 of 9 runs finished, 4 left; task 0: batch 16: ...; ...'"""
     text = (f"waiting ({duration(elapsed_s)}): {runs_done} of {runs_total} runs finished, "
             f"{runs_total - runs_done} left")
@@ -130,7 +131,7 @@ def progress_line(tasks: list[Task], runs_done: int, runs_total: int, elapsed_s:
     return text
 
 
-def wait(tasks: list[Task], runs_done: Callable[[], tuple[int, int]], slurm: bool,
+def wait(tasks: list[ArrayTask], runs_done: Callable[[], tuple[int, int]], slurm: bool,
          clock: Callable[[], float] = time.monotonic,
          sleep: Callable[[float], None] = time.sleep) -> list[str]:
     """Poll every POLL_S until each task has ended; one line per task that ended without
