@@ -801,6 +801,12 @@ for the grid's rounding at both ends (next point), an argument made after seeing
 """
 
 
+def _prefixed(template: str, prefix: str) -> str:
+    """A template whose fields are renamed with a prefix, so two studies' templates with the
+    same field names (seeds, base, tol) share one section."""
+    return template.replace("{", "{" + prefix)
+
+
 # -- the registry -------------------------------------------------------------------------------
 
 SECTIONS = (
@@ -814,8 +820,7 @@ SECTIONS = (
             ("branch_charlm/analysis.json", "branch_mnist1d/analysis.json"),
             lambda r: {**branch_charlm_fields(r), **{f"m_{k}": v for k, v in
                                                      branch_mnist1d_fields(r).items()}},
-            BRANCH_INTRO + "\n" + BRANCH_CHARLM + "\n"
-            + BRANCH_MNIST1D.replace("{", "{m_").replace("{m_{", "{{")),
+            BRANCH_INTRO + "\n" + BRANCH_CHARLM + "\n" + _prefixed(BRANCH_MNIST1D, "m_")),
     Section("What the schedules show, against Smith et al. (2018) and Merrill et al. (2025)",
             ("schedules_mnist1d/analysis.json", "schedules_charlm/analysis.json"),
             schedules_fields, SCHEDULES),
