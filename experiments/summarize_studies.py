@@ -2,7 +2,10 @@
 
 Reads results/<study>/analysis.json and study.json for every study folder, plus
 results/nqm/exact.json and results/lr_rules/rules.json where present, and rewrites the part
-of results/README.md above the line DISCUSSION_MARKER; the discussion below it is kept.
+of results/README.md above the line DISCUSSION_MARKER: the tables, then the discussion of each
+study from experiments/results_prose.py's templates, so that no number in it goes stale. Below
+the marker only what cannot be rendered is kept: the figures to look at and the record of
+earlier measurements, each number with the commit that measured it.
 
     python experiments/summarize_studies.py
 """
@@ -23,6 +26,8 @@ from scaling.report.branch_report import point_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
+sys.path.insert(0, str(ROOT / "experiments"))
+import results_prose  # noqa: E402  (the discussion's templates, beside this script)
 DISCUSSION_MARKER = "<!-- discussion: written by hand below this line, kept on regeneration -->"
 
 
@@ -555,7 +560,8 @@ def render(old: str) -> str:
     text = "\n".join(head + studies_table() + state_table() + coverage_table() + laws_table()
                      + branch_table() + schedules_table() + surge_table() + hyper_table()
                      + steps_to_target_table() + search_table() + nqm_table()
-                     + rules_table() + mccandlish_section()) + "\n\n"
+                     + rules_table() + mccandlish_section()
+                     + results_prose.sections(RESULTS)) + "\n\n"
     return text + DISCUSSION_MARKER + discussion
 
 

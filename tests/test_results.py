@@ -122,3 +122,65 @@ def test_results_readme_is_the_render_of_the_committed_studies():
     committed = (RESULTS / "README.md").read_text()
     assert module.render(committed) == committed, \
         "results/README.md is stale: run python experiments/summarize_studies.py"
+
+
+def _prose_module():
+    """experiments/results_prose.py, the templates of results/README.md's discussion."""
+    import sys
+    sys.path.insert(0, str(RESULTS.parent / "experiments"))
+    import results_prose
+    return results_prose
+
+
+# Numbers a template may write itself: method constants (a slope of 0 or 1, the factors k = 2
+# and 4, the tolerance 10% read in the branch table, Zhang et al.'s 20% overhead, the 95% level),
+# a command's own arguments and a paper's arXiv number. Anything else must be a field.
+_LITERAL_NUMBERS = {"0", "1", "1.", "2", "4", "10%", "20%", "95%", "0.25", "0.5", "1.0",
+                    "2503.04715"}
+
+
+def test_results_prose_templates_write_no_number_of_their_own():
+    """Every number in the discussion of a study's current result comes from a field computed
+    from results/: a number typed into a template would go stale when the study is rerun."""
+    import re
+    import string
+    prose = _prose_module()
+    for section in prose.SECTIONS:
+        literal = "".join(text for text, _, _, _ in string.Formatter().parse(section.template))
+        for token in re.findall(r"[\w.\-/^%]*\d[\w.\-/^%]*", literal):
+            if re.search(r"[A-Za-z]", token) or re.fullmatch(r"(19|20)\d\d", token):
+                continue  # a name (beta2, mnist1d, 8x8x1) or a citation's year
+            assert token in _LITERAL_NUMBERS, (section.title, token)
+
+
+def _perturbed(value):
+    """Every float moved by 37%, integers (batch sizes, factors, counts) kept."""
+    if isinstance(value, dict):
+        return {k: _perturbed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_perturbed(v) for v in value]
+    return value * 1.37 if isinstance(value, float) else value
+
+
+def test_results_prose_follows_the_studies_files(tmp_path):
+    """A study re-analysed changes its section: each section rendered from results/ with every
+    float in the files it reads moved differs from the committed render; and a section whose
+    study has no analysis.json yet (a study still running) is left out, not an error."""
+    import json
+    import shutil
+    prose = _prose_module()
+    for section in prose.SECTIONS:
+        if not all((RESULTS / need).is_file() for need in section.needs):
+            continue
+        original = prose.render_section(section, RESULTS)
+        root = tmp_path / section.title.replace(" ", "_").replace("/", "_")
+        for need in section.needs:
+            folder = (root / need).parent
+            folder.mkdir(parents=True, exist_ok=True)
+            for extra in ("study.json",):
+                if (RESULTS / need).parent.joinpath(extra).is_file():
+                    shutil.copy((RESULTS / need).parent / extra, folder / extra)
+            (root / need).write_text(json.dumps(_perturbed(json.loads((RESULTS / need).read_text()))))
+        assert prose.render_section(section, root) != original, section.title
+        (root / section.needs[0]).unlink()
+        assert prose.render_section(section, root) == [], section.title
