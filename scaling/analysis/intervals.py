@@ -47,6 +47,8 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 ONE_SEED = "one seed: no spread between seeds to resample"
 FEW_POINTS = f"a fit on fewer than {MIN_POINTS} batch sizes: too few to test the fit"
 NO_REPLICATES = "no replicate could be fitted"
+FEW_CELLS = (f"a law on fewer than {MIN_POINTS} cells, or no more cells than coefficients: "
+             "too few to resample")
 
 
 def t975(dof: int) -> float:

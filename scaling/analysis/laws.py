@@ -114,16 +114,24 @@ def _at_edge(cell: dict, quantity: str) -> bool:
 def _with_draws(x: np.ndarray, values: np.ndarray, draws: np.ndarray,
                 rng: np.random.Generator) -> tuple[np.ndarray | None, np.ndarray]:
     """The fit and its bootstrap refits (draws x coefficients): cells resampled, each drawn
-    cell at its own draw."""
+    cell at its own draw; none where the cells are too few to resample (`too_few`)."""
     coef = _solve(x, np.log(values))
     samples = []
-    for k in range(draws.shape[1] if coef is not None else 0):
+    for k in range(draws.shape[1] if coef is not None and not too_few(x) else 0):
         pick = rng.integers(0, len(values), len(values))
         drawn = np.log(draws[pick, k])
         fitted = _solve(x[pick], drawn) if np.all(np.isfinite(drawn)) else None
         if fitted is not None:
             samples.append(fitted)
     return coef, np.array(samples).reshape(len(samples), x.shape[1])
+
+
+def too_few(x: np.ndarray) -> bool:
+    """Whether a law's design (cells x coefficients) is too small for an interval: fewer than
+    intervals.MIN_POINTS cells, or no more cells than coefficients (the fit passes through
+    every cell, so each resample that is not singular returns it again: a zero-width
+    interval)."""
+    return x.shape[0] < max(intervals.MIN_POINTS, x.shape[1] + 1)
 
 
 def _alone(cells: list[dict], name: str, values: np.ndarray, draws: np.ndarray,
@@ -175,9 +183,11 @@ def fit_law(quantity: str, cells: list[dict], values: np.ndarray, draws: np.ndar
     spread = ("cells and seeds" if np.any(np.ptp(draws, axis=1) > 0) else "cells")
     out.update(coefficient=math.exp(coef[0]),
                coefficient_ci=interval95(np.exp(boot[:, 0])) if len(boot) else None,
-               bootstrap=len(boot), rms_log_residual=float(np.sqrt(np.mean(residual ** 2))),
+               bootstrap=len(boot), rms_log_residual=float(np.sqrt(np.mean(residual ** 2)))
+               if x.shape[0] > x.shape[1] else None,  # through every cell: none
                interval=intervals.info(spread, "percentile", len(boot)) if len(boot)
-               else intervals.none(intervals.NO_REPLICATES),
+               else intervals.none(intervals.FEW_CELLS if too_few(x)
+                                   else intervals.NO_REPLICATES),
                identification=_status(f"{edges} of {len(cells)} cells' optima at the edge of the "
                                       "values tried: the exponents are bounds" if edges else None))
     for i, name in enumerate(kept, start=1):

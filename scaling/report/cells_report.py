@@ -32,16 +32,23 @@ CAPTIONS = {
                       "laws and the largest batch size tried."}
 
 
+def _bound(law: dict) -> str:
+    """A suffix for an exponent read from optima at the edge of the values tried: a bound,
+    not a finding (the law's note says which cells)."""
+    return "" if (law.get("identification") or {}).get("identified", True) else " (bound)"
+
+
 def _exponent(law: dict, name: str) -> str:
     value = law["exponents"].get(name)
     if value is None:
         return "left out: " + (law.get("left_out") or {}).get(name, "not fitted")
-    return f"{value:.3f} {interval(law['exponents_ci'].get(name))}"
+    return f"{value:.3f} {interval(law['exponents_ci'].get(name))}{_bound(law)}"
 
 
 def _alone(law: dict, name: str) -> str:
     fit = (law.get("alone") or {}).get(name)
-    return "-" if not fit else f"{fit['exponent']:.3f} {interval(fit.get('exponent_ci'))}"
+    return "-" if not fit else \
+        f"{fit['exponent']:.3f} {interval(fit.get('exponent_ci'))}{_bound(law)}"
 
 
 def _non_embedding(law: dict) -> str:
@@ -49,7 +56,8 @@ def _non_embedding(law: dict) -> str:
     fit = law.get("non_embedding")
     if not fit or fit["exponents"].get("params") is None:
         return "-"
-    return f"{fit['exponents']['params']:.3f} {interval(fit['exponents_ci'].get('params'))}"
+    return (f"{fit['exponents']['params']:.3f} {interval(fit['exponents_ci'].get('params'))}"
+            f"{_bound(law)}")
 
 
 def _argmin(law: dict) -> str:
@@ -87,11 +95,23 @@ def _coefficient(law: dict) -> str:
     return estimate(law["coefficient"], ci)
 
 
-def _points_left_out(analysis: dict) -> list[str]:
-    """Which B_crit readings a law left out, and why."""
+def _law_notes(analysis: dict) -> list[str]:
+    """Per law: its exponents printed as bounds and why, why it has no interval, and which
+    B_crit readings it left out."""
     laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
-    notes = [f"- {LAW_NAMES.get(name, name)}: left out {law['left_out']['points']}."
-             for name, law in laws.items() if law and (law.get("left_out") or {}).get("points")]
+    notes = []
+    for name, law in laws.items():
+        if not law:
+            continue
+        label = LAW_NAMES.get(name, name)
+        why_bound = (law.get("identification") or {}).get("why")
+        if why_bound:
+            notes.append(f"- {label}: {why_bound}.")
+        why_none = (law.get("interval") or {}).get("why")
+        if law.get("coefficient") is not None and why_none:
+            notes.append(f"- {label}: no interval, {why_none}.")
+        if (law.get("left_out") or {}).get("points"):
+            notes.append(f"- {label}: left out {law['left_out']['points']}.")
     return [""] + notes if notes else []
 
 
@@ -137,7 +157,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
              f"{analysis['sweep']['cells']} cells, {number(analysis['sweep']['num_runs'])} runs.",
              *_cooldown_lines(analysis),
              "", "## Laws across the cells", ""] + _method(analysis) + laws_table(analysis) + \
-        _points_left_out(analysis) + ["", "## Cells", ""] + _cells_table(analysis) + [""]
+        _law_notes(analysis) + ["", "## Cells", ""] + _cells_table(analysis) + [""]
     imported = budget_report.import_lines(out)
     if imported:
         lines += ["## Source", ""] + imported + [""]

@@ -12,6 +12,7 @@ from typing import Any
 
 from scaling.errors import ConfigError
 from scaling.formatting import short_number
+from scaling.store.archive import has_archive
 from scaling.store.files import write_json
 from scaling.store.rows import positive
 
@@ -64,7 +65,8 @@ def write_cells(out: str | Path, cells: list[dict[str, Any]], batch_unit: str,
 
 
 def read_cells(out: str | Path) -> dict[str, Any]:
-    """The manifest, its cells checked: each names a folder under `out` that holds runs."""
+    """The manifest, its cells checked: each names a folder under `out` that holds runs (its
+    runs/, or their archive runs.tar.xz, which the analysis reads as well)."""
     path = Path(out) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
@@ -76,8 +78,8 @@ def read_cells(out: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: names no cells; expected a list under 'cells'")
     for cell in cells:
         folder = Path(out) / str(cell.get("folder"))
-        if not (folder / "runs").is_dir():
-            raise ConfigError(f"{path}: cell {cell.get('name')!r} has no runs/ in {folder}; "
-                              "expected one results folder per cell")
+        if not (folder / "runs").is_dir() and not has_archive(folder):
+            raise ConfigError(f"{path}: cell {cell.get('name')!r} has no runs/ nor runs.tar.xz "
+                              f"in {folder}; expected one results folder per cell")
     return manifest
 
