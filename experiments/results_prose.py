@@ -176,6 +176,87 @@ landscape):
 """
 
 
+
+# -- scale_gpt ----------------------------------------------------------------------------------
+
+def _exp_ne(law: dict) -> str:
+    """The N exponent of the same law with N counted without the embeddings."""
+    ne = law.get("non_embedding") or {}
+    value = (ne.get("exponents") or {}).get("params")
+    return "-" if value is None else f"{value:.3f} {interval(ne['exponents_ci']['params'])}"
+
+
+def _ne_shift(law: dict) -> str:
+    """Whether counting N without the embeddings moves the N exponent by less than the width
+    of its interval."""
+    ne, ci = (law.get("non_embedding") or {}).get("exponents") or {}, law["exponents_ci"]["params"]
+    if ne.get("params") is None or not ci:
+        return "an amount without an interval against"
+    shift = abs(ne["params"] - law["exponents"]["params"])
+    return "less than" if shift < ci[1] - ci[0] else "more than"
+
+
+def scale_gpt_fields(results: Path) -> dict:
+    """The GPT scale sweep: its cells, N with and without the embeddings, the laws, and why
+    the batch-size laws are bounds and B_crit has none."""
+    a = _load(results / "scale_gpt" / "analysis.json")
+    fb, cells = a["fixed_budget"], a["fixed_budget"]["cells"]
+    laws, study = fb["laws"], _study(results, "scale_gpt")
+    batches = sorted({p["batch_size"] for c in cells for p in c["per_batch"]})
+    params = sorted({(c["params"], c["params_non_embedding"]) for c in cells})
+    budget, data = laws["b_crit"], laws["b_crit_data"]
+    return dict(
+        minutes=_minutes(study), host=study.get("host", "-"), cells=len(cells),
+        params=", ".join(num(n, 2) for n, _ in params),
+        params_ne=", ".join(num(ne, 2) for _, ne in params),
+        emb_share=_span([1 - ne / n for n, ne in params], _pct),
+        tokens=", ".join(num(t) for t in sorted({c["tokens"] for c in cells})),
+        widths=len(params), budgets=len({c["tokens"] for c in cells}),
+        chars=num(a["manifest"]["tokens_per_example"]), b_lo=num(batches[0]),
+        b_hi=num(batches[-1]), lrs=max(p["num_lrs"] for c in cells for p in c["per_batch"]),
+        seeds=_seeds(a["sweep"]),
+        **{f"{k}_{v}": _exp(laws[law], var) for k, law in
+           (("lr", "learning_rate"), ("bs", "batch_size"), ("loss", "loss"))
+           for v, var in (("n", "params"), ("d", "tokens"))},
+        lr_ne=_exp_ne(laws["learning_rate"]), bs_ne=_exp_ne(laws["batch_size"]),
+        loss_ne=_exp_ne(laws["loss"]), loss_ne_shift=_ne_shift(laws["loss"]),
+        loss_n_zero=_zero_clause(laws["loss"]["exponents_ci"]["params"]),
+        loss_d_zero=_zero_clause(laws["loss"]["exponents_ci"]["tokens"]),
+        lr_why=laws["learning_rate"]["identification"].get("why") or "identified",
+        bs_why=laws["batch_size"]["identification"].get("why") or "identified",
+        at_edge=sum(1 for c in cells if c["optimum"].get("at_edge")),
+        budget_left=(budget or {}).get("left_out", {}).get("points", "no cell has a B_crit"),
+        data_cells=(data or {}).get("num_cells", 0),
+        data_why=((data or {}).get("interval") or {}).get("why") or "with an interval",
+    )
+
+
+SCALE_GPT = """\
+[scale_gpt/](scale_gpt/report.md) runs the same protocol on the GPT family (`model.name: gpt`:
+pre-norm blocks, rotary positions, no biases, tied embeddings; `python experiments/run_study.py
+scale_gpt`, {minutes} of training on {host}): {cells} cells, N = {params} parameters ({params_ne}
+without the embedding table, {emb_share} of N) x D = {tokens} tokens, batch sizes {b_lo} to
+{b_hi} sequences of {chars} characters x {lrs} learning rates centred on the sqrt rule, {seeds}.
+It is the smallest study that runs the laws in N with and without the embeddings through the
+whole pipeline; its exponents rest on {widths} values of N and {budgets} of D, so it checks the
+machinery and finds little:
+
+| law | exponent of N | exponent of N without embeddings | exponent of D |
+|---|---|---|---|
+| eta* | {lr_n} | {lr_ne} | {lr_d} |
+| B_opt | {bs_n} | {bs_ne} | {bs_d} |
+| loss at the optimum | {loss_n} | {loss_ne} | {loss_d} |
+
+- **The loss law is the one pinned:** its N exponent's interval {loss_n_zero} and its D
+  exponent's {loss_d_zero}; counting N without the embeddings changes the N exponent by
+  {loss_ne_shift} its interval's width.
+- **eta* and B_opt are bounds here.** eta*: {lr_why}. B_opt: {bs_why}. In {at_edge} of the
+  {cells} cells the loss-optimal batch is the smallest tried ({b_lo} sequence), so these
+  budgets are too small to bracket B_opt; larger budgets, or a smaller batch unit, would.
+- **B_crit has no usable law.** Against the budget: left out {budget_left}. Against E_min: {data_cells}
+  points, no interval ({data_why}).
+"""
+
 # -- adam_surge ---------------------------------------------------------------------------------
 
 def _worst(rule_rows: list[dict]) -> tuple[float, int]:
@@ -812,6 +893,8 @@ def _prefixed(template: str, prefix: str) -> str:
 SECTIONS = (
     Section("Our own scaling laws: charlm with Adam over widths and budgets",
             ("scale_charlm/analysis.json",), scale_charlm_fields, SCALE_CHARLM),
+    Section("The GPT family over widths and budgets: scale_gpt", ("scale_gpt/analysis.json",),
+            scale_gpt_fields, SCALE_GPT),
     Section("Adam's optimum over batch size: adam_surge", ("adam_surge/analysis.json",),
             adam_surge_fields, ADAM_SURGE),
     Section("Adam's beta2 over batch size: adam_beta2", ("adam_beta2/analysis.json",),
