@@ -47,6 +47,7 @@ SCHEDULES = ("constant", "linear", "cosine", "wsd")
 DECAY_SHAPES = ("linear", "cosine", "sqrt")  # a wsd schedule's decay (schedule.decay_shape)
 WSD_DECAY_FRACTION = 0.2  # schedule.decay_fraction when a wsd schedule gives none
 LR_MODES = ("grid", "rule", "centered")
+FIRST_GRIDS = ("grid", "neighbours")  # learning_rate.first_grid (scaling.sweep.neighbours)
 LR_RULES = ("linear", "sqrt", "constant", "noise_scale", "surge")
 B2_RULES = ("half_life",)  # optimizer.b2_rule (scaling.config.optimizer)
 WEIGHT_DECAY_RULES = ("timescale",)  # optimizer.weight_decay_rule

@@ -88,6 +88,11 @@ class LearningRateConfig:
     within a factor `resolution` of each other, or `max_rounds` rounds; a walk down from the
     grid's low edge stops at `floor` (default: the first grid's lowest / 100)
     (scaling.sweep.search, docs/sweeps.md).
+
+    first_grid (with the search): grid, every batch size starts from the whole first grid;
+    neighbours, only the middle batch size does, and the others, released outward as their
+    neighbours' searches end, start from `neighbour_rates` rates centred on the optimum those
+    predict (scaling.sweep.neighbours).
     """
 
     mode: str = "grid"
@@ -107,6 +112,8 @@ class LearningRateConfig:
     resolution: float = 1.25
     max_rounds: int = 5
     floor: float | None = None
+    first_grid: str = "grid"
+    neighbour_rates: int = 3
 
     @property
     def searched(self) -> bool:

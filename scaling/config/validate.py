@@ -97,6 +97,26 @@ def _validate_search(lr: LearningRateConfig) -> None:
          "a positive learning rate or null (the first grid's lowest / 100)")
     need(not lr.searched or lr.max_rounds >= 1, "learning_rate.max_rounds", lr.max_rounds,
          "an integer >= 1 while learning_rate.search is on (or search: off)")
+    need(lr.first_grid in names.FIRST_GRIDS, "learning_rate.first_grid", lr.first_grid,
+         f"one of {', '.join(names.FIRST_GRIDS)}")
+    need(isinstance(lr.neighbour_rates, int) and lr.neighbour_rates >= 1,
+         "learning_rate.neighbour_rates", lr.neighbour_rates,
+         "an integer >= 1 (the rates of a first grid centred on its neighbours' prediction)")
+
+
+def _validate_neighbours(cfg: Config) -> None:
+    """The first grid from neighbours needs the search (it goes on from a few rates), and one
+    optimum per batch size to extrapolate."""
+    lr = cfg.learning_rate
+    if lr.first_grid != "neighbours":
+        return
+    need(lr.searched and bool(cfg.targets), "learning_rate.first_grid", lr.first_grid,
+         "grid unless the learning-rate search is on, with targets (the search goes on from "
+         "the few rates neighbours predict)")
+    listed = [k for k in AXES if isinstance(getattr(cfg.optimizer, k), list)]
+    need(not listed, "learning_rate.first_grid", lr.first_grid,
+         f"grid while optimizer {', '.join(listed)} is a list (one optimum per batch size is "
+         "what neighbours predict from)")
 
 
 def _validate_centered(lr: LearningRateConfig) -> None:
@@ -119,6 +139,7 @@ def validate(cfg: Config) -> None:
     _validate_lr(cfg.learning_rate, cfg.batch.sizes)
     _validate_budget(cfg, task)
     _validate_targets(cfg, task)
+    _validate_neighbours(cfg)
     need(len(cfg.seeds) > 0, "seeds", cfg.seeds, "a non-empty list of integers")
     need(len(set(cfg.seeds)) == len(cfg.seeds), "seeds", cfg.seeds, "distinct seeds")
     _validate_eval(cfg.eval)

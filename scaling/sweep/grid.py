@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from scaling.config import AXES, Config, ConfigError, centered_lr, grid_axes, learning_rates
 from scaling.config.optimizer_rules import budget_examples, rule_values
-from scaling.sweep import search
+from scaling.sweep import neighbours, search
 from scaling.train.spec import RunSpec
 
 SIDES = ("low", "high")
@@ -54,9 +54,14 @@ def run_id(batch_size: int, spec: RunSpec, axes: Iterable[str] = ()) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]", "_", text)
 
 
-def first_rates(cfg: Config, batch_size: int) -> list[float]:
-    """A batch size's first grid of learning rates: the config's grid, rule or centred grid."""
+def first_rates(cfg: Config, batch_size: int,
+                rounds: list[dict[str, Any]] | None = None) -> list[float]:
+    """A batch size's first grid of learning rates: the config's grid, rule or centred grid;
+    with the first grid from neighbours, that only at the middle batch size, elsewhere the
+    grid recorded as its round 0 in `rounds` (none until its neighbour released it)."""
     lr = cfg.learning_rate
+    if neighbours.enabled(cfg) and batch_size != neighbours.middle(cfg.batch.sizes):
+        return search.first_grid_of(rounds or [], batch_size)
     if lr.mode != "centered":
         return learning_rates(lr, batch_size)
     return [centered_lr(lr, batch_size, k) for k in range(lr.num)]
@@ -65,7 +70,7 @@ def first_rates(cfg: Config, batch_size: int) -> list[float]:
 def batch_learning_rates(cfg: Config, batch_size: int, rounds: list[dict[str, Any]]) -> list[float]:
     """Every learning rate a batch size trains: its first grid, then each recorded round of
     the learning-rate search (scaling.sweep.search)."""
-    return search.searched_rates(first_rates(cfg, batch_size), rounds, batch_size)
+    return search.searched_rates(first_rates(cfg, batch_size, rounds), rounds, batch_size)
 
 
 def runs_for(cfg: Config, batch_size: int, rates: Iterable[float],

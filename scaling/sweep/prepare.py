@@ -8,6 +8,7 @@ different config is refused here, with what differs and how to extend a sweep on
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ import yaml
 from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.config.arithmetic import Arithmetic
-from scaling.sweep import grid, search
+from scaling.errors import need
+from scaling.sweep import grid, neighbours, search
 from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.stopping import axes_key
 from scaling.train import precision
@@ -115,8 +117,8 @@ class Prepared:
         """The search's next round at a batch size whose runs so far are all `finished`: for
         each combination of the optimizer axes, what its readings ask for; their union."""
         runs = self.batch_runs(size)
-        first = grid.first_rates(self.cfg, size)
-        settings = search.settings(self.cfg.learning_rate, first)
+        settings = search.settings(self.cfg.learning_rate,
+                                   grid.first_rates(self.cfg, size, self.rounds))
         done = len(search.rounds_of(self.rounds, size))
         by_axes: dict[tuple, list[search.RunReading]] = {}
         for r in runs:
@@ -127,6 +129,36 @@ class Prepared:
         rates = sorted({lr for plan in plans for lr in plan.learning_rates})
         return search.Plan(tuple(rates), plans[0].reasons if len(plans) == 1 else {
             t: "; ".join(dict.fromkeys(p.reasons[t] for p in plans)) for t in plans[0].reasons})
+
+    def searched_done(self, size: int, finished: dict[str, dict[str, Any]]) -> bool:
+        """Whether a batch size has a first grid, every run of it is `finished` and its search
+        asks for no further round."""
+        runs = self.batch_runs(size)
+        return bool(runs) and all(r.run_id in finished for r in runs) \
+            and self.next_round(size, finished).done
+
+    def neighbour_grid(self, size: int, finished: dict[str, dict[str, Any]]) -> search.Plan:
+        """The first grid of a batch size released by its neighbour (scaling.sweep.neighbours):
+        centred on the optimum that the batch sizes whose search is done predict."""
+        cfg, middle = self.cfg, neighbours.middle(self.cfg.batch.sizes)
+        optima = {}
+        for b in cfg.batch.sizes:
+            if self.searched_done(b, finished):
+                best = neighbours.optimum([search.reading(finished[r.run_id], cfg.targets)
+                                           for r in self.batch_runs(b)], cfg.targets)
+                if best is not None:
+                    optima[b] = best
+        settings = search.settings(cfg.learning_rate, grid.first_rates(cfg, middle))
+        if optima:
+            predicted = neighbours.predict(optima, size, neighbours.default_slope(cfg))
+            why = (f"centred on {predicted:.4g}, predicted from the optima at B = "
+                   + ", ".join(f"{b} ({lr:.4g})" for b, lr in optima.items()))
+        else:
+            first = grid.first_rates(cfg, middle)
+            predicted = math.sqrt(min(first) * max(first))
+            why = f"centred on the middle of B = {middle}'s grid: no trained optimum yet"
+        rates = neighbours.first_grid(predicted, settings, cfg.learning_rate.neighbour_rates)
+        return search.Plan(tuple(rates), {"first grid": why})
 
     def cost(self, r: PlannedRun) -> int:
         return self.specs[r.batch_size][1].examples
@@ -163,11 +195,17 @@ def prepare(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None,
                               f"{cfg.batch.sizes}")
     if shard is not None and not 0 <= shard[0] < shard[1]:
         raise ConfigError(f"--shard: got {shard[0]}/{shard[1]}, expected I/N with 0 <= I < N")
+    if neighbours.enabled(cfg):
+        need(batch_sizes is None and shard is None, "learning_rate.first_grid", "neighbours",
+             "grid with --batch-size or --shard (each batch size waits for its neighbour's "
+             "search, so one process trains them all)")
     rounds = store.read_rounds(out) if search.searched(cfg) else []
     planned = expand(cfg, batch_sizes, rounds)
-    specs = {size: group_spec(cfg, size, data_shards) for size in {r.batch_size for r in planned}}
+    sizes = {r.batch_size for r in planned} | set(batch_sizes or cfg.batch.sizes)
+    specs = {size: group_spec(cfg, size, data_shards) for size in sizes}
     examples = {size: arith.examples for size, (_, arith) in specs.items()}
-    units = grid.units(cfg, expand(cfg, batch_sizes), examples)
+    units = grid.units(cfg, expand(cfg, batch_sizes, [r for r in rounds if r["round"] == 0]),
+                       examples)
     if shard is not None:
         units = grid.partition(units, shard[1])[shard[0]]
     check_folder(cfg, out, force)

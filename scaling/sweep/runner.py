@@ -21,7 +21,7 @@ from scaling.config import Config
 from scaling.config import optimizer_rules
 from scaling.config.arithmetic import for_config, format_table
 from scaling.store.cost import cost, cost_line
-from scaling.sweep import batches, progress, search, segments
+from scaling.sweep import batches, neighbours, progress, search, segments
 from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.prepare import Prepared, prepare
 from scaling.sweep.session import Session
@@ -141,15 +141,43 @@ def _train_units(session: Session) -> list[dict[str, Any]]:
     p, summaries = session.p, []
     todo = lambda unit: [r for r in p.runs_of(unit) if r.run_id not in session.finished]
     queue = deque(_distinct(p))
+    queued = {u.batch_size for u in queue if u.schedule is None}
     while queue:
         unit = queue.popleft()
         runs = todo(unit)
         if queue:
             session.compile_ahead(todo(queue[0]), runs)
         summaries += batches.train(session, runs)
-        if p.searched and unit.schedule is None and _next_round(session, unit.batch_size):
-            queue.append(unit)
+        if p.searched and unit.schedule is None:
+            if _next_round(session, unit.batch_size):
+                queue.append(unit)
+            elif neighbours.enabled(p.cfg) and p.searched_done(unit.batch_size, session.finished):
+                released = [u for u in _release(session, unit.batch_size)
+                            if u.batch_size not in queued]
+                queued |= {u.batch_size for u in released}
+                queue.extend(released)
     return summaries
+
+
+def _release(session: Session, size: int) -> list[Unit]:
+    """The first grid from neighbours: once `size`'s search is done, the batch sizes waiting on
+    it get their first grid (scaling.sweep.neighbours), recorded as their round 0 unless one
+    is already (a resumed sweep trains the grid it planned), and a unit each to train it."""
+    p, out = session.p, []
+    for nxt in neighbours.waiting_on(p.cfg.batch.sizes, size):
+        if not search.first_grid_of(p.rounds, nxt):
+            plan = p.neighbour_grid(nxt, session.finished)
+            record = search.round_record(nxt, 0, plan)
+            p.rounds.append(store.add_round(p.out, record) if is_leader() else record)
+            session.say(f"batch {nxt}: first grid, " + plan.reasons["first grid"] + ": "
+                        + ", ".join(f"{lr:.4g}" for lr in plan.learning_rates))
+        runs = p.batch_runs(nxt)
+        out.append(Unit(nxt, 0, tuple(runs), sum(p.cost(r) for r in runs)))
+        if all(u.batch_size != nxt or u.schedule is not None for u in p.units):
+            p.units.append(out[-1])  # the tally and the tables show it from now on
+            session.tally.pending.update({r.run_id: r for r in runs
+                                          if r.run_id not in session.finished})
+    return out
 
 
 def _distinct(p: Prepared) -> list[Unit]:

@@ -275,14 +275,21 @@ def _thinned(wanted: list[list[float]], s: Settings) -> list[float]:
 
 
 def round_record(batch_size: int, number: int, plan: Plan) -> dict[str, Any]:
-    """The rounds.json entry of a planned round (number 1 is the first after the grid)."""
+    """The rounds.json entry of a round (1: the first after the grid; 0: a first grid)."""
     return {"batch_size": batch_size, "round": number,
             "learning_rates": list(plan.learning_rates), "reasons": dict(plan.reasons)}
 
 
 def rounds_of(records: list[dict[str, Any]], batch_size: int) -> list[dict[str, Any]]:
-    """A batch size's recorded rounds in order."""
-    return sorted((r for r in records if r["batch_size"] == batch_size), key=lambda r: r["round"])
+    """A batch size's recorded search rounds in order (round 0, a first grid, is not one)."""
+    return sorted((r for r in records if r["batch_size"] == batch_size and r["round"] >= 1),
+                  key=lambda r: r["round"])
+
+
+def first_grid_of(records: list[dict[str, Any]], batch_size: int) -> list[float]:
+    """A batch size's first grid where it was recorded (its round 0), else none."""
+    return [lr for r in records if r["batch_size"] == batch_size and r["round"] == 0
+            for lr in r["learning_rates"]]
 
 
 def searched_rates(first: list[float], records: list[dict[str, Any]],
