@@ -16,8 +16,8 @@ import pytest
 
 from scaling import store
 from scaling.analysis.fit import fit_with_interval
-from scaling.analysis.points import best_point
 from scaling.analysis.nqm_reference import steps_to_target
+from scaling.analysis.points import best_point
 from scaling.analysis.table import LRCurve
 from scaling.config import LearningRateConfig, from_dict
 from scaling.config.arithmetic import for_config
