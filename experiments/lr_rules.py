@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling import store
-from scaling.analysis import analyze
+from scaling.analysis.table import lr_curves, run_table
 from scaling.cli.main import main as scaling_main
 from scaling.formatting import number as num
 
@@ -50,9 +50,9 @@ def rule_overrides(grid_analysis: dict, rule: str) -> list[str]:
 def measured(folder: Path, target: str) -> dict[int, dict]:
     """Per batch size: the rule's learning rate and its mean steps to `target` over seeds
     (None unless every seed reached it), from the run files, read as the analysis reads them."""
-    table = analyze.run_table(store.load(folder), [target])
+    table = run_table(store.load(folder), [target])
     out = {}
-    for size, (grid,) in analyze.lr_curves(table, target).items():
+    for size, (grid,) in lr_curves(table, target).items():
         steps = float(grid.means()[0])
         out[size] = {"learning_rate": grid.lrs[0], "steps": None if np.isnan(steps) else steps,
                      "diverged": sum(r["status"] == "diverged" for r in table

@@ -38,7 +38,10 @@ import numpy as np
 
 from scaling import config as config_mod, store
 from scaling.analysis import analyze
+from scaling.analysis.fit import fit_with_interval
 from scaling.analysis.nqm_reference import closed_form_b_crit
+from scaling.analysis.points import best_point
+from scaling.analysis.table import lr_curves, run_table
 from scaling.config.targets import Reach
 from scaling.sweep import runner
 from scaling.tasks.nqm import NQMOptions, spectra
@@ -116,10 +119,10 @@ def measure(table: list[dict], target: str, sizes: list[int], lrs: list[float], 
     keep = set(sizes), {round(lr, 12) for lr in lrs}, set(seeds)
     runs = [r for r in table if r["batch_size"] in keep[0]
             and round(r["learning_rate"], 12) in keep[1] and r["seed"] in keep[2]]
-    by_size = analyze.lr_curves(runs, target)
-    points = [p for b, g in by_size.items() if (p := analyze.best_point(b, g, how))]
+    by_size = lr_curves(runs, target)
+    points = [p for b, g in by_size.items() if (p := best_point(b, g, how))]
     points = [p for p in points if p["steps"] > 0]
-    fit = analyze.fit_with_interval(by_size, points, bootstrap, rng, how)
+    fit = fit_with_interval(by_size, points, bootstrap, rng, how)
     return (fit["b_crit"], fit["b_crit_ci"]) if fit else (None, None)
 
 
@@ -194,7 +197,7 @@ def study(name: str) -> dict:
     train_s = store.training_seconds(records)
     rows, rng = [], np.random.default_rng(0)
     for reading, reach in READINGS.items():
-        table = analyze.run_table(records, names, reach)
+        table = run_table(records, names, reach)
         ema = reach.rule == "ema"
         for (ti, target), (bg, sizes), (lg, lrs), n, how in itertools.product(
                 enumerate(names), BATCH_GRIDS.items(), LR_GRIDS.items(), SEED_COUNTS, SELECTIONS):

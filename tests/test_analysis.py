@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from scaling import store
-from scaling.analysis import analyze as A, contract, curves, intervals, lr_rules, tradeoff
+from scaling.analysis import (analyze as A, contract, curves, intervals, lr_rules, tradeoff,
+                              views)
 from scaling.analysis.fit import fit_with_interval
 from scaling.analysis.optima import refine_lr
 from scaling.analysis.points import best_point
+from scaling.analysis.table import LRCurve
 from scaling.config import ConfigError
 from scaling.config.targets import Reach, crossing
 
@@ -25,10 +27,10 @@ def model_steps(sizes, s_min: float, e_min: float) -> np.ndarray:
     return s_min + e_min / np.asarray(sizes, float)
 
 
-def grid_of(lrs, steps_per_seed, diverged=None) -> A.LRCurve:
+def grid_of(lrs, steps_per_seed, diverged=None) -> LRCurve:
     """A LRCurve from per-LR lists of per-seed steps (None: not reached); examples = steps x 1."""
     to_arr = [np.array([math.nan if s is None else s for s in seeds], float) for seeds in steps_per_seed]
-    return A.LRCurve(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
+    return LRCurve(lrs=list(lrs), steps=to_arr, examples=[a.copy() for a in to_arr],
                   b_simple=[np.full(len(a), math.nan) for a in to_arr],
                   b_noise=[np.full(len(a), math.nan) for a in to_arr],
                   b_simple_precond=[np.full(len(a), math.nan) for a in to_arr],
@@ -290,7 +292,7 @@ def test_messy_sweep_is_analysed_and_reported(messy_sweep: Path):
     assert loss["lr_rules"] == a["lr_rules"] and acc["lr_rules"] is None
     assert a["sweep"]["statuses"] == {"completed": 6, "diverged": 2, "budget_exhausted": 2}
     assert a["sweep"]["unit"] == "examples" and a["primary_target"] == "eval_loss<=1.0"
-    assert "not reached at B = 32" in A.summary_table(a)
+    assert "not reached at B = 32" in views.summary_table(a)
 
 
 def test_b_simple_in_adams_metric_is_read_at_the_crossing(tmp_path: Path):
@@ -417,7 +419,7 @@ def test_a_reading_window_past_the_budget_is_flagged_never_dropped(tmp_path: Pat
     if extension:
         assert reading[8] == "unconfirmed" and t["unreached_reasons"] == {"8": "unconfirmed"}
         assert "not reached at B = 8: crossed, but the reading could not be confirmed" \
-            in A.summary_table(a)
+            in views.summary_table(a)
     else:
         assert reading[8] == "clipped" and t["unreached_batch_sizes"] == []
         assert {p["batch_size"] for p in t["points"]} == {8, 16}

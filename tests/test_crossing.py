@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from scaling.analysis.analyze import analyze_target
+from scaling.analysis.steps_view import analyze_target
 from scaling.analysis.crossing import broken_pairs, crossing, smallest
 from scaling.analysis.points import best_point
 from scaling.analysis.table import LRCurve

@@ -15,7 +15,7 @@ import pytest
 from scaling import store
 from scaling.analysis import analyze as A
 from scaling.formatting import number
-from scaling.report import branch_report, cells_report, compare, figures, style, text_check
+from scaling.report import branch_report, cells_report, compare, figures, style, text_check, views
 from scaling.report.noise_figure import noise_scale_vs_loss
 from scaling.sweep import runner
 from tests.helpers import DIGITS, NQM, config
@@ -137,7 +137,7 @@ def sweeps(tmp_path_factory) -> dict[str, Path]:
 def test_every_figure_of_a_sweep_is_legible(sweeps, name, tmp_path, checked):
     out = sweeps[name]
     analysis = A.analyze(out, bootstrap=20)
-    drawn = figures.write_all(analysis, store.load(out), tmp_path)
+    drawn = views.write_figures(analysis, store.load(out), tmp_path)
     assert {p.name for p in drawn} >= set(figures.FIGURES)
     assert checked == {p.name: [] for p in drawn}
 
@@ -147,7 +147,7 @@ def test_the_fixed_budget_figures_are_legible(sweeps, tmp_path, checked):
     out = sweeps["quick"]
     analysis = A.analyze(out, bootstrap=20, view="fixed_budget", metric="eval_loss")
     analysis.update(targets=[], primary_target=None, lr_rules=None)  # the final metric alone
-    drawn = figures.write_all(analysis, store.load(out), tmp_path)
+    drawn = views.write_figures(analysis, store.load(out), tmp_path)
     assert {p.name for p in drawn} == {"heatmap.png", "landscape.png", "noise_vs_loss.png"}
     assert checked == {p.name: [] for p in drawn}
 

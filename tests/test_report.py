@@ -17,7 +17,7 @@ from scaling.analysis import curves
 from scaling.config import ConfigError, load, to_yaml
 from scaling.config.arithmetic import for_config
 from scaling.formatting import number
-from scaling.report import figures, markdown, tables
+from scaling.report import figures, markdown, steps_report, tables, views
 from scaling.report.noise_figure import noise_series
 from scaling.store import ARITHMETIC, write_json
 
@@ -148,7 +148,7 @@ def sparse_analysis() -> dict:
 
 
 def test_write_all_writes_every_figure(tmp_path):
-    paths = figures.write_all(synthetic_analysis(), synthetic_records(), tmp_path / "figures")
+    paths = views.write_figures(synthetic_analysis(), synthetic_records(), tmp_path / "figures")
     assert sorted(p.name for p in paths) == sorted(figures.FIGURES)
     for p in paths:
         assert p.parent == tmp_path / "figures" and p.read_bytes()[:8] == PNG
@@ -166,12 +166,12 @@ def test_a_fit_with_no_examples_term_still_draws(tmp_path):
 
 def test_write_all_skips_figures_without_data(tmp_path):
     a = sparse_analysis()
-    names = {p.name for p in figures.write_all(a, synthetic_records(False), tmp_path)}
+    names = {p.name for p in views.write_figures(a, synthetic_records(False), tmp_path)}
     assert names == {"steps_vs_batch.png", "examples_vs_steps.png", "lr_vs_batch.png",
                      "heatmap.png"}
     for t in a["targets"]:
         t["points"] = []
-    names = {p.name for p in figures.write_all(a, [], tmp_path / "none")}
+    names = {p.name for p in views.write_figures(a, [], tmp_path / "none")}
     assert names == {"heatmap.png"}
 
 
@@ -244,7 +244,7 @@ def write_sweep_yaml(out: Path, *overrides: str) -> None:
 def test_report_shows_the_numbers_and_links_the_figures(tmp_path):
     write_sweep_yaml(tmp_path)
     a = synthetic_analysis()
-    drawn = figures.write_all(a, synthetic_records(), tmp_path / "figures")
+    drawn = views.write_figures(a, synthetic_records(), tmp_path / "figures")
     text = markdown.write(tmp_path, a, drawn).read_text()
     assert "**64** [48, 80]" in text and "**32** [24, 40]" in text  # B_crit [CI]
     assert "| **64** [48, 80] | 32 [25.6, 38.4] |" in text  # beside it, the first crossing
@@ -294,8 +294,8 @@ def test_report_says_when_the_fit_is_missing_poor_or_wide(tmp_path):
 def test_ideal_share_closed_form():
     s = lambda b: 100 + 6400 / b  # noqa: E731  (B_crit = 64)
     for b in (16, 64, 300):
-        assert markdown.ideal_share(b, 64) == pytest.approx((s(b) - s(2 * b)) / (s(b) / 2))
-    assert markdown.ideal_share(64, 64) == 0.5
+        assert steps_report.ideal_share(b, 64) == pytest.approx((s(b) - s(2 * b)) / (s(b) / 2))
+    assert steps_report.ideal_share(64, 64) == 0.5
     assert number(6400.0) == "6,400" and number(0.0094868) == "0.00949"
     assert number(None) == "-" and number(1234.6) == "1,235"
 
@@ -375,14 +375,14 @@ def test_a_b_crit_below_the_smallest_batch_is_not_read_as_a_number():
     flat = {"name": "eval_loss<=2.8", "points": [{"batch_size": b} for b in (4, 16, 64)],
             "fit": {"rms_log_residual": 0.08}, "b_crit": 3.38e-16, "b_crit_ci": [2e-18, 3.09],
             "b_simple_over_b_crit": 9e15, "unreached_batch_sizes": []}
-    (line,) = markdown._target_conclusion(flat)
+    (line,) = steps_report._target_conclusion(flat)
     assert "B_crit lies below the smallest batch size tried (4; the fit gives" in line
     fine = dict(flat, b_crit=40.0, b_crit_ci=[30.0, 50.0], b_simple_over_b_crit=1.5)
-    lines = markdown._target_conclusion(fine)
+    lines = steps_report._target_conclusion(fine)
     assert lines[0].startswith("For eval_loss<=2.8, B_crit is about 40 [30, 50]: ")
     assert lines[-1] == "B_simple at the crossing is 1.5x B_crit (within an order of magnitude)."
     beyond = dict(fine, b_crit=900.0, fit={"identification": {
         "identified": False, "bound": "lower", "at": 64, "why": "beyond the batch sizes fitted"}})
-    (line,) = markdown._target_conclusion(beyond)
+    (line,) = steps_report._target_conclusion(beyond)
     assert line == ("For eval_loss<=2.8, B_crit is not identified by these runs: > 64 (beyond "
                     "the batch sizes fitted).") and "900" not in line

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from scaling import store
-from scaling.analysis import analyze
+from scaling.analysis.fit import fit_with_interval
 from scaling.analysis.nqm_reference import steps_to_target
+from scaling.analysis.points import best_point
 from scaling.analysis.table import LRCurve
 from scaling.config import LearningRateConfig, from_dict
 from scaling.config.arithmetic import for_config
@@ -454,10 +455,10 @@ def _study_b_crit(options: NQMOptions, values: list[float], grid: list[float] | 
             steps = [np.array([m]) for m in row.means]
             curve = LRCurve(lrs=list(row.lrs), steps=steps, examples=steps, b_simple=steps,
                             b_noise=steps, diverged=list(row.diverged))
-            point = analyze.best_point(b, [curve], read_optimum=grid is not None)
+            point = best_point(b, [curve], read_optimum=grid is not None)
             if point is not None:
                 points[n].append(point)
-    fits = [analyze.fit_with_interval({}, points[n], 0, np.random.default_rng(0)) for n in names]
+    fits = [fit_with_interval({}, points[n], 0, np.random.default_rng(0)) for n in names]
     return [fit["b_crit"] for fit in fits]
 
 

@@ -1,6 +1,8 @@
-"""The `fixed_budget` section of one results folder's analysis.json: the folder is one cell
-(a model size N and a budget D), measured by scaling.analysis.budget_cell; its laws are
-empty (one cell fits none: a parent folder of several cells fits them, scaling.analysis.cells).
+"""The fixed-budget view: the `fixed_budget` section of one results folder's analysis.json.
+The folder is one cell (a model size N and a budget D), measured by
+scaling.analysis.budget_cell; its laws are empty (one cell fits none: a parent folder of
+several cells fits them, scaling.analysis.cells). It builds on the steps view (each target's
+B_crit beside the cell's optimum); registered in scaling.analysis.views.
 """
 
 from __future__ import annotations
@@ -11,23 +13,12 @@ import numpy as np
 
 from scaling.analysis.budget_cell import analyze_cell
 from scaling.analysis.laws import fit_laws
-from scaling.config import AnalysisConfig
-from scaling.config.names import VIEWS
-from scaling.errors import need
+from scaling.analysis.view import Added, Folder
 from scaling.formatting import interval, number, text_table
 from scaling.store import finite
 
 CELL_STREAM = 7919  # the bootstrap's random stream for a cell, beside the targets' [seed, i]
 LAW_STREAM = 7920
-
-
-def reading(cfg: dict, view: str | None, metric: str | None) -> tuple[str, str]:
-    """The view and metric to analyse with: as given, else the folder's (sweep.yaml)."""
-    own = cfg.get("analysis") or {}
-    view = view or own.get("view") or AnalysisConfig.view
-    metric = metric or own.get("metric") or AnalysisConfig.metric
-    need(view in VIEWS, "analysis.view", view, f"one of {', '.join(VIEWS)}")
-    return view, metric
 
 
 def batch_unit(cfg: dict, records: list[dict]) -> str:
@@ -104,6 +95,13 @@ def budget_section(out: Path, cfg: dict, records: list[dict], metric: str, boots
     entry, draws = measure(cfg, records, metric, bootstrap, seed, targets)
     return section([{"name": Path(out).name, **entry}], [draws], batch_unit(cfg, records),
                    bootstrap, seed), draws
+
+
+def analyse(folder: Folder, steps: dict) -> Added:
+    """The view's section, and its cell's draws, on the steps view's `targets`."""
+    fixed, draws = budget_section(folder.out, folder.cfg, folder.records, folder.metric,
+                                  folder.bootstrap, folder.seed, steps["targets"])
+    return Added({"fixed_budget": fixed}, draws)
 
 
 def summary_lines(analysis: dict) -> list[str]:

@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 
 from scaling import store
-from scaling.analysis.analyze import _sweep_yaml, analyze_with_draws
-from scaling.analysis.budget_folder import reading, section
+from scaling.analysis.analyze import _sweep_yaml, analyze, view_reading
+from scaling.analysis.budget_folder import section
 from scaling.store.cells import read_cells
 
 log = logging.getLogger("scaling.analysis")
@@ -29,18 +29,17 @@ def analyze_cells(out: str | Path, bootstrap: int = 1000, seed: int = 0,
     for cell in manifest["cells"]:
         folder = out / cell["folder"]
         cfg = _sweep_yaml(folder)
-        cell_view, cell_metric = reading(cfg, view, metric)
-        loaded[cell["name"]] = store.load(folder)
-        result, cell_draws = analyze_with_draws(
-            folder, bootstrap=bootstrap, seed=seed,
-            view="both" if cell_view == "steps" else cell_view, metric=cell_metric,
-            records=loaded[cell["name"]])
+        cell_view, cell_metric = view_reading(cfg, view, metric)
+        loaded[cell["name"]], cell_draws = store.load(folder), {}
+        result = analyze(folder, bootstrap=bootstrap, seed=seed, metric=cell_metric,
+                         view=cell_view.name if cell_view.at_budget else "fixed_budget",
+                         records=loaded[cell["name"]], draws=cell_draws)
         per_cell[cell["name"]] = result
         entry = result["fixed_budget"]["cells"][0]
         entries.append({"name": cell["name"], "folder": cell["folder"],
                         "compute": cell.get("compute"),
                         **{k: v for k, v in entry.items() if k not in ("name", *PARENT_KEYS)}})
-        draws.append(cell_draws)
+        draws.append(cell_draws.get("fixed_budget"))
         log.info("cell %s: %d runs", cell["name"], entry["num_runs"])
     first = per_cell[manifest["cells"][0]["name"]]
     parent = {"version": 2, "kind": "cells",

@@ -3,7 +3,9 @@ the report and `scaling compare` alike (docs/results-format.md, which a test hol
 types). `check` walks an analysis against them: a key the types do not name, or one they name
 that is missing, is an error naming the path, so the file, the code and the docs cannot drift
 apart. The per-target sections of B_crit's other definitions come from
-scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there.
+scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there; the
+top-level sections of a view beyond the steps view come from its View
+(scaling.analysis.views), so a new view adds its sections there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from scaling import store
+from scaling.analysis import views
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.sections import (Cost, FixedBudget, HyperRules, Identification, InUse,
                                       Interval, IntervalInfo, Law, LROptimum, LRRules,
@@ -187,9 +190,10 @@ class Target(TypedDict):
 
 
 class Analysis(TypedDict):
-    """A sweep folder's analysis.json (the schedules' entries: docs/schedules.md); with the
-    fixed-budget view also `fixed_budget` (a FixedBudget); read with --partial while groups
-    were in use, also `partial` (a list of InUse)."""
+    """A sweep folder's analysis.json (the schedules' entries: docs/schedules.md); with a view
+    beyond the steps view also its sections (the fixed-budget view's `fixed_budget`, a
+    FixedBudget: scaling.analysis.views); read with --partial while groups were in use, also
+    `partial` (a list of InUse)."""
 
     version: int
     sweep: Sweep
@@ -212,9 +216,22 @@ SECTIONS: dict[str, type] = {t.__name__: t for t in (
     Fit, Regimes, FirstCrossing, LRRules,
     LROptimum, NoiseScaleFit, SurgeFit, OptimumFalls, NoiseScales, RuleEntry, HyperRules,
     ScalarRule, ScalarPoint, Throughput, PowerLaw, Cost, FixedBudget, Law, InUse)}
-OPTIONAL: dict[type, dict[str, Any]] = {Analysis: {"fixed_budget": FixedBudget,
-                                                   "partial": list[InUse]},
+OPTIONAL: dict[type, dict[str, Any]] = {Analysis: {"partial": list[InUse]},  # and the views'
                                         Law: {"non_embedding": dict[str, Any] | None}}
+
+
+def optional_keys(section: type) -> dict[str, Any]:
+    """The keys a section may hold beyond its own, with their hints: the registered views'
+    sections (read at each check, so a view registered later counts) and `partial`."""
+    return {**(views.optional_sections() if section is Analysis else {}),
+            **OPTIONAL.get(section, {})}
+
+
+def ordered(analysis: dict[str, Any]) -> dict[str, Any]:
+    """An analysis.json's keys in the contract's order (the Analysis's own, then the views'
+    sections), whichever view wrote them first."""
+    order = [*Analysis.__annotations__, *optional_keys(Analysis)]
+    return {**{k: analysis[k] for k in order if k in analysis}, **analysis}
 
 
 def keys(section: type) -> set[str]:
@@ -253,7 +270,7 @@ def _check_value(value: Any, hint: Any, path: str) -> None:
 
 def check(value: dict[str, Any], section: type = Analysis, path: str = "analysis") -> None:
     """Raise ValueError at the first key that is missing from, or not named by, the types."""
-    optional = OPTIONAL.get(section, {})
+    optional = optional_keys(section)
     have, want = set(value), keys(section)
     if have - set(optional) != want:
         raise ValueError(f"{path}: keys {sorted(have - want - set(optional))} are not in the "

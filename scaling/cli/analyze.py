@@ -10,12 +10,13 @@ from typing import Any, Callable
 
 from scaling import store
 from scaling.analysis import contract, in_use
-from scaling.analysis.analyze import analyze, summary_table, sweep_reading
+from scaling.analysis.analyze import analyze, sweep_reading
+from scaling.analysis.views import summary_table
 from scaling.analysis.branching import analyze_branches, is_branch_folder
 from scaling.analysis.cells import analyze_cells
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
-from scaling.report import branch_report, cells_report, figures, markdown, sheet
+from scaling.report import branch_report, cells_report, markdown, sheet, views
 from scaling.store.cells import is_cells_folder
 
 
@@ -53,7 +54,7 @@ def after_training(out: Path, partial: bool, analyse: Callable[[], int]) -> int:
 def _sweep_drawing(out: Path, result: dict, records: list[dict]
                    ) -> Callable[[], tuple[list[Path], Path]]:
     def draw() -> tuple[list[Path], Path]:
-        drawn = figures.write_all(result, records, out / "figures")
+        drawn = views.write_figures(result, records, out / "figures")
         return drawn, markdown.write(out, result, drawn)
 
     return draw

@@ -55,7 +55,10 @@ METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 INTERVAL_METHODS = ("jackknife", "pooled", "percentile")  # analysis.interval: how seeds are resampled
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target
-VIEWS = ("steps", "fixed_budget", "both")  # analysis.view
+VIEWS = ("steps", "fixed_budget", "both")  # analysis.view: scaling.analysis.views.REGISTRY's keys
+# the views that read every run at its budget (its final analysis.metric): runs do not stop at
+# their targets, and the targets are optional (each View's at_budget; a test holds them equal)
+BUDGET_VIEWS = ("fixed_budget", "both")
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaling.config.load import from_dict, to_dict
+from scaling.config.names import BUDGET_VIEWS
 from scaling.config.schema import Config
 from scaling.errors import ConfigError, need
 from scaling.formatting import short_number
@@ -28,7 +29,6 @@ from scaling.formatting import short_number
 GRID = ("name", "seeds", "targets", "batch.sizes", "batch.schedules", "learning_rate.values",
         "scale", "cell")
 LIST_SECTIONS = ("model",)  # list-valued settings allowed as scale keys (widths, channels)
-VIEWS = ("fixed_budget", "both")  # the laws across cells read every run at its budget
 NAME_DIGITS = 6
 
 
@@ -144,8 +144,8 @@ def cells(cfg: Config) -> list[Cell]:
     scale = axes(cfg)
     need(isinstance(scale, dict) and len(scale) > 0, "scale", scale,
          "a mapping of config keys to lists of values")
-    need(cfg.analysis.view in VIEWS, "analysis.view", cfg.analysis.view,
-         f"{' or '.join(VIEWS)} with a scale section (the laws across cells read every run at "
+    need(cfg.analysis.view in BUDGET_VIEWS, "analysis.view", cfg.analysis.view,
+         f"{' or '.join(BUDGET_VIEWS)} with a scale section (the laws across cells read every run at "
          "its budget)")
     tree = to_dict(cfg)
     tree["budget"]["cooldowns"] = None  # a cell is one budget

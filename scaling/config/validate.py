@@ -199,7 +199,7 @@ def _validate_targets(cfg: Config, task: Any) -> None:
         metric, _, _ = parse_target(text)
         need(metric in reported, "targets", text,
              f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
-    if cfg.analysis.view != "steps":
+    if cfg.analysis.view in names.BUDGET_VIEWS:
         need(cfg.analysis.metric in reported, "analysis.metric", cfg.analysis.metric,
              f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
 
@@ -339,8 +339,9 @@ def _validate_cooldowns(cfg: Config) -> None:
     need(cfg.optimizer.weight_decay_rule != "timescale", "budget.cooldowns", c,
          "unset with optimizer.weight_decay_rule: timescale (its weight decay depends on the "
          "budget, so the budgets could not share their stable runs)")
-    need(cfg.analysis.view in ("fixed_budget", "both"), "analysis.view", cfg.analysis.view,
-         "fixed_budget or both with budget.cooldowns (each budget is read at its end)")
+    need(cfg.analysis.view in names.BUDGET_VIEWS, "analysis.view", cfg.analysis.view,
+         f"{' or '.join(names.BUDGET_VIEWS)} with budget.cooldowns (each budget is read at its "
+         "end)")
     need(not cfg.scale, "budget.cooldowns", c, "unset with a scale section (not supported yet: "
          "give each model size its own config)")
 

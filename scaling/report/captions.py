@@ -3,8 +3,6 @@ figure, saying what each draws; kept beside the figures' code so the two change 
 
 from __future__ import annotations
 
-from scaling.report import budget_report
-
 CAPTIONS = {
     "steps_vs_batch": "Steps to each target against the batch size: at the best learning rate "
                       "of each batch size (dots; hollow where that rate is at an edge of the "
@@ -40,5 +38,4 @@ CAPTIONS = {
                "runs stopped as dominated drawn at their lower bound, runs that diverged or "
                "never reached in the shaded band at the top. In the fixed-budget view of one "
                "cell, the final metric instead.",
-    "landscape": budget_report.LANDSCAPE_CAPTION,
 }

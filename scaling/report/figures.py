@@ -1,8 +1,8 @@
 """Figures of a sweep, drawn from analysis.json and the run records (docs/results-format.md).
 
 One function per figure; each returns the path it wrote, or None when its data do not exist
-(no target reached, no noise-scale measurements), so `write_all` never fails on a sparse
-sweep. Here the trade-off figures (steps against batch size, examples against steps); the
+(no target reached, no noise-scale measurements), so writing them never fails on a sparse
+sweep (scaling.report.views writes every view's). Here the trade-off figures (steps against batch size, examples against steps); the
 learning-rate figures in scaling.report.lr_figures, B_crit against the target in
 scaling.report.target_figures, the noise-scale figure (also drawn for a single run by
 `scaling gns`) in scaling.report.noise_figure, the shared look and the one convention for
@@ -17,7 +17,6 @@ from typing import Any
 
 from scaling.analysis.intervals import describe
 from scaling.formatting import estimate, number
-from scaling.report import budget_figures
 from scaling.report.figure_data import (b_crit_reading, batch_label, fit, lr_target,
                                         targets_with_points, unit)
 from scaling.report.lr_figures import heatmap, lr_vs_batch
@@ -27,7 +26,7 @@ from scaling.report.style import (BAND_ALPHA, band, batch_axis, colour, figure, 
 from scaling.report.target_figures import bcrit_vs_target
 from scaling.report.text_check import place_labels
 
-__all__ = ["FIGURES", "noise_scale_vs_loss", "write_all"]
+__all__ = ["FIGURES", "noise_scale_vs_loss"]
 
 
 def _target_label(t: dict) -> str:
@@ -218,7 +217,7 @@ def noise_vs_loss(analysis: dict, records: list[dict], path: Path) -> Path | Non
     return noise_scale_vs_loss(records, path, analysis.get("targets") or [], best_runs(analysis))
 
 
-FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {
+FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {  # the steps view's
     "steps_vs_batch.png": steps_vs_batch,
     "examples_vs_steps.png": examples_vs_steps,
     "lr_vs_batch.png": lr_vs_batch,
@@ -226,14 +225,3 @@ FIGURES: dict[str, Callable[[dict, list[dict], Path], Path | None]] = {
     "bcrit_vs_target.png": bcrit_vs_target,
     "heatmap.png": heatmap,
 }
-
-
-def write_all(analysis: dict, records: list[dict], folder: Path) -> list[Path]:
-    """Every figure whose data exist (the fixed-budget view's too), written under `folder`;
-    returns the paths written."""
-    written = []
-    for name, draw in {**FIGURES, **budget_figures.FIGURES}.items():
-        path = draw(analysis, records, Path(folder) / name)
-        if path is not None:
-            written.append(path)
-    return written

@@ -1,5 +1,6 @@
-"""<out>/report.md: the sweep in brief, its run arithmetic, the fits, the LR rules, the figures,
-and a plain-language conclusion written from the numbers (docs/results-format.md).
+"""<out>/report.md: the sweep in brief, its run arithmetic, each view's sections (the fits, the
+LR rules; the fixed-budget reading: scaling.report.views), the throughput, the figures, and a
+plain-language conclusion written from the numbers (docs/results-format.md).
 
 Everything here is read from analysis.json (see scaling.analysis) and sweep.yaml; nothing is
 recomputed except the conclusion's closed forms, so the report and the JSON never disagree.
@@ -12,26 +13,14 @@ from pathlib import Path
 
 from scaling.analysis import in_use
 from scaling.store.cost import cost_line
-from scaling.analysis.definitions import DEFINITIONS
-from scaling.analysis.table import unreached_lines
-from scaling.report.crossing import crossing_lines
-from scaling.report.schedules_report import schedules_section
 from scaling.config import Config, ConfigError, learning_rates
 from scaling.config.load import load_folder
 from scaling.config.arithmetic import Arithmetic, format_table
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.config.optimizer_rules import weight_decay_tau
-from scaling.analysis.intervals import describe, identify
-from scaling.formatting import bound, count, estimate, interval, markdown_table, number, percent
-from scaling.report import answer, budget_report
-from scaling.report.captions import CAPTIONS
-from scaling.report.hyper_rules import hyper_rules_section
-from scaling.report.lr_rules import lr_conclusion, lr_rules_section
-from scaling.report.tables import best_lr_section
+from scaling.formatting import count, markdown_table, number, percent
+from scaling.report import answer, budget_report, views
 from scaling.store import atomic_write, read_arithmetic
-
-POOR_FIT = 0.15  # rms residual of log steps above which a fit is called poor (~16% typical error)
-WIDE_CI = 4.0  # B_crit interval hi/lo above which it is called wide
 
 
 # ---------------------------------------------------------------- the sweep in brief
@@ -130,102 +119,6 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
     return lines + ([f"- {spent}"] if spent else []) + [""] + _arithmetic(out, cfg)
 
 
-# ---------------------------------------------------------------- tables
-
-
-SELECTION_TEXT = {
-    "min": "the learning rate with the fewest steps, mean over seeds (optimistic: the luckiest "
-           "of several noisy means)",
-    "crossfit": "chosen on the other seeds and measured on each held-out seed, mean over seeds "
-                "(cross-fitted, free of the winner's curse)"}
-
-
-def _percent(ratio: float) -> str:
-    return f"{100 * (ratio - 1):+.0f}%"
-
-
-def _reading(analysis: dict) -> list[str]:
-    """How steps to target were read: the rule, the selection, and what the selection moved."""
-    reached, how = analysis.get("reached"), analysis.get("lr_selection")
-    if not reached:
-        return []
-    lines = ["## How steps to target are read", "",
-             f"- reached: {reached.get('definition')}",
-             f"- learning rate per batch size: {SELECTION_TEXT.get(how, how)}"]
-    shifts = [p["steps_crossfit"] / p["steps_min"] for t in analysis.get("targets") or []
-              for p in t.get("points") or [] if p.get("steps_crossfit") and p.get("steps_min")]
-    if shifts:
-        mid = sorted(shifts)[len(shifts) // 2]
-        lines.append(f"- cross-fitted steps (each seed read at the learning rate the other seeds "
-                     f"chose) are {_percent(min(shifts))} to {_percent(max(shifts))} (median "
-                     f"{_percent(mid)}) off the fewest mean steps, which are optimistic by at "
-                     "most that much (the winner's curse; cross-fitting errs the other way "
-                     "when it picks a worse learning rate)")
-    lines += ["- beside it, B_crit as most papers read it: the first crossing and the fewest "
-              "mean steps (column \"B_crit, first crossing\")", ""]
-    return lines
-
-
-def _first_crossing(t: dict, first: dict) -> str:
-    """The first-crossing B_crit, as a bound where it lies outside the batch sizes fitted."""
-    sizes = [p["batch_size"] for p in t.get("points") or []]
-    if first.get("b_crit") is None or not sizes:
-        return estimate(first.get("b_crit"), first.get("b_crit_ci"))
-    status = identify(first["b_crit"], first.get("b_crit_ci"), min(sizes), max(sizes))
-    return estimate(first["b_crit"], first.get("b_crit_ci"), status)
-
-
-def _fits(analysis: dict) -> list[str]:
-    rows = []
-    for t in analysis.get("targets") or []:
-        fit, reg = t.get("fit") or {}, t.get("regimes") or {}
-        first = t.get("first_crossing") or {}
-        status = fit.get("identification")
-        shown = estimate(t.get("b_crit"), t.get("b_crit_ci"), status)
-        bold = f"**{shown.split(' [')[0]}**" + shown[len(shown.split(' [')[0]):] \
-            if t.get("b_crit") is not None and (status or {}).get("identified", True) else shown
-        rows.append([t["name"], number(fit.get("num_points")),
-                     answer.s_min_text(t), answer.e_min_text(t), bold,
-                     _first_crossing(t, first),
-                     t.get("b_simple"), t.get("b_noise"),
-                     t.get("b_simple_over_b_crit") if (status or {}).get("identified", True)
-                     else None,
-                     fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),
-                     reg.get("steps_plateau_from"),
-                     ", ".join(str(b) for b in t.get("unreached_batch_sizes") or []) or "-"])
-    header = ["target", "points", "S_min [95% CI]", "E_min [95% CI]", "B_crit [95% CI]",
-              "B_crit, first crossing", "B_simple", "B_noise", "B_simple/B_crit", "rms log residual",
-              "perfect scaling until B", "plateau from B", "not reached at B"]
-    definitions = {(t.get("regimes") or {}).get("definition") for t in analysis.get("targets") or []}
-    notes = [f"Regimes: {d}" for d in sorted(d for d in definitions if d)]
-    intervals = sorted({describe(t.get("interval")) for t in analysis.get("targets") or []
-                        if t.get("fit")})
-    notes += [f"Intervals: {', '.join(intervals)}."] if intervals else []
-    return ["## Trade-off fits: S(B) = S_min + E_min / B", ""] + markdown_table(header, rows) + [""] \
-        + notes + ([""] if notes else [])
-
-
-def _definitions(analysis: dict) -> list[str]:
-    """B_crit by the other definitions beside E_min / S_min, and the power law across targets."""
-    shown = [d for d in DEFINITIONS if any(t.get(d.key) for t in analysis.get("targets") or [])]
-    targets = [t for t in analysis.get("targets") or [] if all(t.get(d.key) for d in shown)]
-    if not shown or not targets:
-        return []
-    header = ["target", "E_min / S_min"] + [name for d in shown for name, _ in d.columns]
-    rows = [[t["name"], bound((t.get("fit") or {}).get("identification")) or number(t.get("b_crit"))]
-            + [number(read(t[d.key])) for d in shown for _, read in d.columns] for t in targets]
-    lines = ["## Other definitions of the critical batch size", "",
-             "McCandlish et al.'s E_min / S_min beside " + "; ".join(d.text for d in shown) + ".",
-             ""] + markdown_table(header, rows) + [""]
-    for fit in analysis.get("b_crit_power_law") or []:
-        alpha = "-" if fit["alpha_b"] is None else f"{fit['alpha_b']:.3g}"
-        lines += [f"- Across the {fit['num_targets']} {fit['metric']} targets: B_crit = "
-                  f"{number(fit['b_star'])} x L^{fit['exponent']:.3g} (95% interval of the "
-                  f"exponent {interval(fit['exponent_ci'])}), so alpha_B = {alpha} in "
-                  "B_crit = B_* / L^(1/alpha_B) (Kaplan et al. 2020)."]
-    return lines + ([""] if analysis.get("b_crit_power_law") else [])
-
-
 def _throughput(analysis: dict) -> list[str]:
     rows = analysis.get("throughput") or []
     if not rows:
@@ -248,97 +141,17 @@ def _figures(out: Path, figures: list[Path]) -> list[str]:
     for path in figures:
         rel = Path(os.path.relpath(Path(path), out)).as_posix()
         stem = Path(path).stem
-        lines += [f"![{stem}]({rel})", "", CAPTIONS.get(stem, stem), ""]
+        lines += [f"![{stem}]({rel})", "", views.caption(stem), ""]
     return lines if figures else []
 
 
 # ---------------------------------------------------------------- conclusion
 
 
-def ideal_share(batch_size: float, b_crit: float) -> float:
-    """Share of the ideal 2x step reduction that doubling B buys under S = S_min + E_min/B.
-
-    (S(B) - S(2B)) / (S(B) / 2) = B_crit / (B + B_crit): 1/2 at B = B_crit.
-    """
-    return b_crit / (batch_size + b_crit)
-
-
-def _target_conclusion(t: dict) -> list[str]:
-    name, fit = t["name"], t.get("fit")
-    out = []
-    unreached = t.get("unreached_batch_sizes") or []
-    if unreached and not t.get("points"):
-        return [f"{name} was not reached at any batch size or learning rate within the budget: "
-                "no fit; a larger budget or an easier target would give one."]
-    out += [f"{name} was {line}." for line in unreached_lines(t)]
-    edges = [p for p in t.get("points") or [] if p.get("at_edge")]
-    if edges:
-        out.append(f"For {name} the best learning rate sits at the grid's edge at batch size "
-                   + ", ".join(f"{p['batch_size']} ({p['at_edge']})" for p in edges)
-                   + ": the true optimum may lie outside the grid there, so those points "
-                   "(and the fit) may overstate the steps needed; widen the grid.")
-    cross = t.get("crossing") or {}
-    if cross.get("crossed"):
-        return out + crossing_lines(name, cross)
-    if not fit or t.get("b_crit") is None:
-        out.append(f"No trade-off fit for {name}: it needs the target reached at two or more "
-                   "batch sizes.")
-        return out
-    status = fit.get("identification") or {}
-    if not status.get("identified", True):
-        out.append(f"For {name}, B_crit is not identified by these runs: {bound(status)} "
-                   f"({status.get('why')}).")
-        return out
-    b = t["b_crit"]
-    sizes = [p["batch_size"] for p in t.get("points") or []]
-    if sizes and b < min(sizes) / 2:
-        out.append(f"For {name}, steps hardly fall with the batch size: B_crit lies below the "
-                   f"smallest batch size tried ({min(sizes)}; the fit gives {number(b)}), so these "
-                   "runs cannot place it; a harder target, or smaller batches, would.")
-        return out
-    record = t.get("interval") or {}
-    over = f" ({describe(record)})" if record.get("resamples", "none") != "none" else ""
-    out.append(f"For {name}, B_crit is about {estimate(b, t.get('b_crit_ci'), status)}{over}: "
-               f"beyond a batch of about {number(b)} each "
-               "doubling of the batch buys less than half of the ideal 2x speed-up in steps"
-               + (f" (at B={max(sizes)}, {100 * ideal_share(max(sizes), b):.0f}% of it)"
-                  if sizes and max(sizes) > b else "") + ".")
-    return out + _fit_caveats(t, fit, b, sizes)
-
-
-def _fit_caveats(t: dict, fit: dict, b: float, sizes: list[int]) -> list[str]:
-    """What qualifies a target's B_crit: the first crossing's reading, a wide interval, a poor
-    fit, an extrapolation, and B_simple beside it."""
-    out = []
-    ci = t.get("b_crit_ci")
-    first = t.get("first_crossing") or {}
-    if first.get("outside_interval"):
-        out.append(f"Read at the first crossing with the fewest mean steps, B_crit would be "
-                   f"{number(first.get('b_crit'))}, outside this interval ({interval(ci)}): there "
-                   "the metric's noise moves the answer more than the seeds do.")
-    if ci and ci[0] and ci[1] and ci[1] / ci[0] > WIDE_CI:
-        out.append(f"The interval for B_crit is wide ({interval(ci)}, a factor "
-                   f"{ci[1] / ci[0]:.3g}): read it as an order of magnitude; more seeds or batch "
-                   "sizes would narrow it.")
-    rms = fit.get("rms_log_residual")
-    if rms is not None and rms > POOR_FIT:
-        out.append(f"The fit is poor (rms residual of log steps {rms:.2f}), so S(B) = S_min + "
-                   "E_min/B describes these points only roughly.")
-    if sizes and b > max(sizes):
-        out.append(f"B_crit lies above the largest batch size tried ({max(sizes)}): an "
-                   "extrapolation.")
-    ratio = t.get("b_simple_over_b_crit")
-    if ratio is not None:
-        within = "within" if 0.1 <= ratio <= 10 else "not within"
-        out.append(f"B_simple at the crossing is {ratio:.2g}x B_crit ({within} an order of "
-                   "magnitude).")
-    return out
-
-
 def conclusion(analysis: dict) -> list[str]:
-    """Plain-language sentences built from the numbers (one bullet each)."""
-    sentences = [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)]
-    sentences += lr_conclusion(analysis) + budget_report.conclusion(analysis)
+    """Plain-language sentences built from the numbers (one bullet each): each view's, then
+    the searched hyperparameters' rules."""
+    sentences = views.conclusion(analysis)
     sentences += [analysis["hyper_rules"]["summary"]] if analysis.get("hyper_rules") else []
     return ["## Notes", ""] + [f"- {s}" for s in sentences] + [""] if sentences else []
 
@@ -348,10 +161,8 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     out = Path(out)
     name = (analysis.get("sweep") or {}).get("name") or out.name
     lines = [f"# Scaling report: {name}", "", *in_use.note(analysis)]
-    lines += answer.section(analysis) + conclusion(analysis) + _sweep(out, analysis) + budget_report.section(analysis)
-    steps = [_reading, _fits, best_lr_section, _definitions, schedules_section, lr_rules_section,
-             hyper_rules_section]
-    lines += [line for part in steps if analysis.get("targets") for line in part(analysis)]
+    lines += answer.section(analysis) + conclusion(analysis) + _sweep(out, analysis)
+    lines += views.sections(analysis)
     lines += _throughput(analysis)
     lines += _figures(out, figures)
     path = out / "report.md"
