@@ -64,3 +64,23 @@ def test_a_damaged_archive_is_refused_naming_it(tmp_path):
 def test_nothing_to_pack_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="no finished runs to pack"):
         archive.pack(tmp_path)
+
+
+def test_scaling_analyze_redoes_a_packed_folders_numbers(tmp_path):
+    """A study committed as runs.tar.xz alone (no runs/) is re-analysed by `scaling analyze`
+    to the same analysis.json as from its runs; a cells manifest accepts such a cell."""
+    from scaling.cli.main import main
+    from scaling.store.cells import read_cells, write_cells
+    from tests.helpers import write_config
+
+    out = tmp_path / "sweep"
+    assert main(["sweep", write_config(tmp_path), "--out", str(out), "--quiet"]) == 0
+    assert main(["analyze", str(out), "--quiet", "--bootstrap", "50"]) == 0
+    before = json.loads((out / "analysis.json").read_text())
+    archive.pack(out)
+    shutil.rmtree(out / "runs")
+    assert main(["analyze", str(out), "--quiet", "--bootstrap", "50"]) == 0
+    assert json.loads((out / "analysis.json").read_text()) == before
+    write_cells(tmp_path, [{"name": "c", "folder": "sweep", "params": 1.0, "tokens": 2.0}],
+                "examples", None, "test")
+    assert read_cells(tmp_path)["cells"][0]["folder"] == "sweep"

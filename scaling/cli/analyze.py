@@ -17,6 +17,7 @@ from scaling.analysis.cells import analyze_cells
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
 from scaling.report import branch_report, cells_report, markdown, sheet, views
+from scaling.store.archive import has_archive
 from scaling.store.cells import is_cells_folder
 
 
@@ -27,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if is_cells_folder(out):
         return analyze_cells_folder(out, args.bootstrap, args.json, args.quiet, args.view,
                                     args.metric, args.partial)
-    if not (out / "runs").is_dir():
-        raise UsageError(f"{args.dir}: not a results folder (no runs/ inside); expected the "
-                         "--out folder of scaling sweep or scaling train")
+    if not (out / "runs").is_dir() and not has_archive(out):
+        raise UsageError(f"{args.dir}: not a results folder (no runs/ nor runs.tar.xz inside); "
+                         "expected the --out folder of scaling sweep or scaling train")
     reach = None
     if args.rule is not None or args.window is not None:
         own = sweep_reading(out)
