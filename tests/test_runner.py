@@ -14,11 +14,14 @@ import signal
 import time
 
 import pytest
+import yaml
 
 from scaling import config as config_mod, store
 from scaling.analysis import analyze as A
 from scaling.cli.main import main
+from scaling.config import ConfigError
 from scaling.sweep import grid, runner
+from scaling.sweep.prepare import prepare
 from tests.helpers import (SWEEP, assert_same, assert_throughput, axes_config, comparable, config,
                            on_disk, scaling_process, summary_files, write_config)
 
@@ -182,3 +185,16 @@ def test_dry_run_lists_the_axis_runs_and_a_bad_axis_fails_before_compute(tmp_pat
     assert text.count("to do  bs") == 16 and "to do  bs16-lr0.5-seed1-mom0.9" in text
     assert main(["sweep", path, "optimizer.b2=[0.9, 0.99]", "--out", str(out)]) == 2
     assert "optimizer momentum does not use b2" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_folder_from_before_a_model_key_existed_goes_on_and_a_real_change_is_refused(tmp_path):
+    """A sweep.yaml written before model.preset, positions and remat existed trained at their
+    defaults: the same config goes on in that folder; a model that differs is refused."""
+    cfg = config(SWEEP)
+    data = config_mod.to_dict(cfg)
+    for key in ("preset", "positions", "remat"):
+        del data["model"][key]
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(data))
+    prepare(cfg, tmp_path)
+    with pytest.raises(ConfigError, match="different model"):
+        prepare(config(SWEEP, "model.d_model=32"), tmp_path)

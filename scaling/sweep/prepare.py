@@ -34,14 +34,27 @@ GRID_KEYS = ("batch", "learning_rate", "seeds", "targets", "train", "parallel", 
              "data", "log", "branch", "cell")
 
 
+def _with_defaults(section: str, value: Any, now: Any) -> Any:
+    """A section as a folder's sweep.yaml holds it, each key of `now` that it lacks at its
+    default: the key did not exist when the folder was written (a model key added later
+    changes no old run)."""
+    field = next((f for f in dataclasses.fields(Config) if f.name == section), None)
+    if not isinstance(value, dict) or not isinstance(now, dict) or field is None \
+            or field.default_factory is dataclasses.MISSING:
+        return value
+    default = dataclasses.asdict(field.default_factory())
+    return {**{k: default[k] for k in now if k not in value and k in default}, **value}
+
+
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, value there, value here) of every non-grid setting that changed.
 
     An optimizer scalar that is a list on either side is a grid axis and may change like the
     learning rates; as a number on both sides it must stay the same.
     """
-    out = [(k, old.get(k), new[k]) for k in new
-           if k not in GRID_KEYS and k != "optimizer" and old.get(k) != new[k]]
+    then = {k: _with_defaults(k, old.get(k), new[k]) for k in new}
+    out = [(k, then[k], new[k]) for k in new
+           if k not in GRID_KEYS and k != "optimizer" and then[k] != new[k]]
     # A folder from before train.precision existed trained in float32.
     old_precision = precision.here((old.get("train") or {}).get("precision", "float32"))
     new_precision = precision.here(new["train"]["precision"])
