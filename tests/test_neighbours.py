@@ -86,8 +86,9 @@ FRACTIONS = {"t5": 0.05, "t10": 0.1}
 
 
 def _search(first: list[float], size: int) -> list[S.RunReading]:
-    """One batch size's search to the end from `first`, every rate read from the closed form."""
-    settings = S.settings(LearningRateConfig(values=COARSE, max_rounds=8), first)
+    """One batch size's search to the end from `first`, on the coarse grid's lattice (as
+    Prepared.search_settings), every rate read from the closed form."""
+    settings = S.settings(LearningRateConfig(values=COARSE, max_rounds=8), COARSE)
     read = lambda lr: nqm_reading(lr, size, FRACTIONS)
     runs = [read(lr) for lr in first]
     for done in range(settings.max_rounds + 1):
@@ -126,7 +127,11 @@ def test_from_neighbours_the_search_brackets_the_true_optimum_at_fewer_runs(coun
     form's optimum, as from the whole coarse grid, with fewer runs in all."""
     ours = _neighbours_protocol(count)
     whole = {b: _search(COARSE, b) for b in SIZES}
-    for size in SIZES:
+    lattice = S.settings(LearningRateConfig(values=COARSE), COARSE)
+    for size in SIZES:  # every rate tried is its own lattice point: none a rounding apart
+        tried = {S.rate_key(r.learning_rate): r.learning_rate for r in ours[size]}.values()
+        points = [lattice.lattice_index(lr) for lr in tried]
+        assert len(set(points)) == len(points), (size, sorted(tried))
         for target, fraction in FRACTIONS.items():
             curve = S.cells(ours[size], target)
             best = curve.best()
@@ -172,6 +177,10 @@ def test_the_engine_records_each_released_grid_and_finds_the_same_optima(tmp_pat
     for size in cfg.batch.sizes:  # one lattice step of 10^(1/22) at most
         assert abs(math.log(ours[size] / theirs[size])) <= math.log(10) / 22 * 1.01
     assert len(done) < len(whole)
+    lattice = prepare(cfg, tmp_path / "nb").search_settings(16)
+    for size in cfg.batch.sizes:  # no two rates tried a rounding apart (one lattice)
+        tried = {s["learning_rate"] for s in done if s["batch_size"] == size}
+        assert len({lattice.lattice_index(lr) for lr in tried}) == len(tried), sorted(tried)
     assert runner.run(cfg, tmp_path / "nb", quiet=True) == []  # resumed: nothing new
     assert store.read_rounds(tmp_path / "nb") == rounds
 
@@ -197,3 +206,4 @@ def test_before_release_a_batch_size_has_no_runs_and_the_middle_its_whole_grid(t
     assert {u.batch_size for u in p.units} == {16}
     assert len(p.batch_runs(16)) == 5 and p.batch_runs(8) == [] and p.batch_runs(32) == []
     assert set(p.specs) == {8, 16, 32}  # every batch size's program is known before compute
+    assert p.search_settings(8) == p.search_settings(32) == p.search_settings(16)

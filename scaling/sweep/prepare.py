@@ -130,8 +130,7 @@ class Prepared:
         """The search's next round at a batch size whose runs so far are all `finished`: for
         each combination of the optimizer axes, what its readings ask for; their union."""
         runs = self.batch_runs(size)
-        settings = search.settings(self.cfg.learning_rate,
-                                   grid.first_rates(self.cfg, size, self.rounds))
+        settings = self.search_settings(size)
         done = len(search.rounds_of(self.rounds, size))
         by_axes: dict[tuple, list[search.RunReading]] = {}
         for r in runs:
@@ -142,6 +141,15 @@ class Prepared:
         rates = sorted({lr for plan in plans for lr in plan.learning_rates})
         return search.Plan(tuple(rates), plans[0].reasons if len(plans) == 1 else {
             t: "; ".join(dict.fromkeys(p.reasons[t] for p in plans)) for t in plans[0].reasons})
+
+    def search_settings(self, size: int) -> search.Settings:
+        """A batch size's search settings: from its first grid, or with the first grid from
+        neighbours the middle's for all (one lattice: a rate a released grid holds is the
+        lattice's own, not one rounded into a distinct rate a hair away)."""
+        cfg = self.cfg
+        if neighbours.enabled(cfg):
+            size = neighbours.middle(cfg.batch.sizes)
+        return search.settings(cfg.learning_rate, grid.first_rates(cfg, size, self.rounds))
 
     def searched_done(self, size: int, finished: dict[str, dict[str, Any]]) -> bool:
         """Whether a batch size has a first grid, every run of it is `finished` and its search
@@ -161,7 +169,7 @@ class Prepared:
                                            for r in self.batch_runs(b)], cfg.targets)
                 if best is not None:
                     optima[b] = best
-        settings = search.settings(cfg.learning_rate, grid.first_rates(cfg, middle))
+        settings = self.search_settings(middle)
         if optima:
             predicted = neighbours.predict(optima, size, neighbours.default_slope(cfg))
             why = (f"centred on {predicted:.4g}, predicted from the optima at B = "
