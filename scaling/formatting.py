@@ -80,6 +80,17 @@ def bound(status: Any, digits: int = 3) -> str | None:
     return "not identified"
 
 
+WIDE = 1000  # an interval whose ends are further apart than this factor pins nothing
+
+
+def unpinned(value: Any, ci: Any) -> str | None:
+    """'0.129 [interval over 1,000x wide]' where a positive interval spans more than WIDE
+    (a fitted parameter the data do not pin, whose ends mean nothing), else None."""
+    if ci and len(ci) == 2 and ci[0] and ci[0] > 0 and ci[1] / ci[0] > WIDE:
+        return f"{number(value)} [interval over {WIDE:,}x wide]"
+    return None
+
+
 def estimate(value: Any, ci: Any = None, status: Any = None, digits: int = 3,
              factor: float = 10.0) -> str:
     """A number with its interval as reports print it: '469 [443, 499]'; a bound in place of a

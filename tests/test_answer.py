@@ -84,3 +84,16 @@ def test_a_fit_parameter_pushed_to_zero_prints_at_its_bound():
     halving = {"points": points, "s_min": 1.29e-13, "e_min": 5612.0, "fit": {}}
     assert answer.s_min_text(halving) == "≈ 0 (at its bound)"
     assert answer.e_min_text(halving) == "5,612"
+
+
+def test_a_fit_parameter_whose_interval_spans_over_1000x_prints_no_ends():
+    """The quickstart from neighbours at eval_loss<=1.2 before its lattice fix: S_min 0.129
+    [2.51e-11, 6.66e8], E_min 154 [2.81e-7, 8.45e10]; ends that far apart pin nothing, so the
+    report says so instead of printing them. 1,000x exactly still prints its ends."""
+    points = [{"batch_size": b, "steps": s} for b, s in ((16, 692.0), (4096, 31.0))]
+    wild = {"points": points, "s_min": 0.129, "e_min": 154.0,
+            "fit": {"s_min_ci": [2.51e-11, 6.66e8], "e_min_ci": [2.81e-7, 8.45e10]}}
+    assert answer.s_min_text(wild) == "0.129 [interval over 1,000x wide]"
+    assert answer.e_min_text(wild) == "154 [interval over 1,000x wide]"
+    edge = {**wild, "fit": {"s_min_ci": [0.01, 10.0]}}
+    assert answer.s_min_text(edge) == "0.129 [0.01, 10]"

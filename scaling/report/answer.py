@@ -8,7 +8,7 @@ import math
 
 from scaling.analysis.intervals import describe
 from scaling.analysis.lr_rules import LINEAR_BREAK_COST, LINEAR_BREAK_RATIO
-from scaling.formatting import estimate, markdown_table, number
+from scaling.formatting import estimate, markdown_table, number, unpinned
 
 FIXED_RULES = ("linear", "sqrt")
 FITTED_RULES = (("noise_scale", "noise-scale rule", "noise_scale_fit", "b_noise", "B_noise"),
@@ -28,7 +28,7 @@ def s_min_text(t: dict) -> str:
     fit, steps, value = t.get("fit") or {}, _points_steps(t), t.get("s_min")
     if value is not None and steps and value < AT_ZERO * min(steps):
         return "≈ 0 (at its bound)"
-    return estimate(value, fit.get("s_min_ci"))
+    return unpinned(value, fit.get("s_min_ci")) or estimate(value, fit.get("s_min_ci"))
 
 
 def e_min_text(t: dict) -> str:
@@ -38,7 +38,7 @@ def e_min_text(t: dict) -> str:
     sizes = [p["batch_size"] for p in t.get("points") or []]
     if value is not None and steps and sizes and value / min(sizes) < AT_ZERO * min(steps):
         return "≈ 0 (at its bound)"
-    return estimate(value, fit.get("e_min_ci"))
+    return unpinned(value, fit.get("e_min_ci")) or estimate(value, fit.get("e_min_ci"))
 
 
 def _row(t: dict) -> list[str]:

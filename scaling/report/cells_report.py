@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from scaling.analysis import in_use
-from scaling.formatting import count, estimate, interval, markdown_table, number, text_table
+from scaling.formatting import (count, estimate, interval, markdown_table, number, text_table,
+                                unpinned)
 from scaling.report import budget_report, law_figures
 from scaling.store import atomic_write
 
@@ -70,9 +71,6 @@ def _argmin(law: dict) -> str:
                                is not None else "")
 
 
-WIDE = 1000  # a prefactor's interval wider than this factor is not printed
-
-
 def laws_table(analysis: dict) -> list[str]:
     laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
     rows = [[LAW_NAMES.get(name, name), _coefficient(law),
@@ -88,11 +86,10 @@ def laws_table(analysis: dict) -> list[str]:
 
 def _coefficient(law: dict) -> str:
     """The law's prefactor (its value at N = D = 1, far outside the cells) with its interval,
-    unless the interval spans more than WIDE: the exponents' uncertainty, extrapolated."""
+    unless the interval spans more than formatting.WIDE: the exponents' uncertainty,
+    extrapolated."""
     ci = law.get("coefficient_ci")
-    if ci and ci[0] > 0 and ci[1] / ci[0] > WIDE:
-        return f"{number(law['coefficient'])} [interval over {WIDE:,}x wide]"
-    return estimate(law["coefficient"], ci)
+    return unpinned(law["coefficient"], ci) or estimate(law["coefficient"], ci)
 
 
 def _law_notes(analysis: dict) -> list[str]:
