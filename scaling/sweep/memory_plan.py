@@ -94,8 +94,11 @@ def shard_bytes(tree: Any) -> int:
 
 
 def model_label(cfg: Config) -> str:
-    """The model as a refusal names it: gpt-124m for a preset, else the model's name."""
-    return f"{cfg.model.name}-{cfg.model.preset}" if cfg.model.preset else cfg.model.name
+    """The model as a refusal names it: gpt-124m for a preset, else the model's name (the
+    task's where the task's own model is used)."""
+    if cfg.model.preset:
+        return f"{cfg.model.name}-{cfg.model.preset}"
+    return cfg.task.name if cfg.model.name == "default" else cfg.model.name
 
 
 def device_count(cfg: Config) -> int:
@@ -115,10 +118,14 @@ class Settled:
     plans: dict[int, SizePlan]
 
     def record(self) -> dict[str, Any]:
-        """The plan as the sweep's folder keeps it (memory_plan.json)."""
+        """The plan as the sweep's folder keeps it (memory_plan.json): the sweep's fsdp, and
+        per batch size the accumulation it trains with and the footprint of one run per device
+        at the fsdp its own plan found (the group widths are the engine's to cut)."""
         return {"memory_limit_gb": self.cfg.train.memory_limit_gb, "fsdp": self.cfg.train.fsdp,
                 "batch_sizes": {str(size): {
-                    "fits": p.fits, **dataclasses.asdict(p.footprint.setting),
+                    "fits": p.fits, "accumulation": p.footprint.setting.accumulation,
+                    "planned_fsdp": p.footprint.setting.fsdp,
+                    "runs_per_device": p.footprint.setting.width // self.cfg.parallel.runs,
                     "bytes": {part: getattr(p.footprint, part) for part in PARTS},
                     "total_bytes": p.footprint.total} for size, p in self.plans.items()}}
 
@@ -228,9 +235,12 @@ def wanted_width(cfg: Config, size: int) -> int:
     return min(cfg.train.max_group_size or runs, max(runs, 1))
 
 
-def plan_size(planner: Planner, size: int) -> SizePlan:
-    """The batch size's plan: refused at the least setting, else the first fit in the order
-    of the module's docstring."""
+def plan_size(planner: Planner, size: int, widths: bool = True) -> SizePlan:
+    """The batch size's plan: the first fit in the order of the module's docstring, or, where
+    the least setting does not fit either, refused with the smaller of the two footprints
+    (for a tiny model sharding can cost more than it saves). `widths`: search the widest
+    group (else one run per device: a sweep's engine cuts its groups itself)."""
+    grow = widest if widths else (lambda _planner, _size, narrow: narrow)
     cfg, runs = planner.cfg, planner.cfg.parallel.runs
     start = planner.compiles
     options = [(k, accumulations(cfg, size, planner.devices // runs)) for k in fsdp_sizes(
@@ -241,15 +251,15 @@ def plan_size(planner: Planner, size: int) -> SizePlan:
                           f"data shards x batch.accumulation {cfg.batch.accumulation}")
     own = planner.footprint(size, Setting(options[0][1][0], options[0][0], runs))
     if planner.fits(own):
-        return SizePlan(size, widest(planner, size, own), True, planner.compiles - start)
+        return SizePlan(size, grow(planner, size, own), True, planner.compiles - start)
     least = planner.footprint(size, Setting(options[-1][1][-1], options[-1][0], runs))
     if not planner.fits(least):
-        return SizePlan(size, least, False, planner.compiles - start)
+        return SizePlan(size, min(own, least, key=lambda f: f.total), False,
+                        planner.compiles - start)
     for k, accs in options:
         found = smallest_accumulation(planner, size, k, accs)
         if found is not None:
-            best = widest(planner, size, found)
-            return SizePlan(size, best, True, planner.compiles - start)
+            return SizePlan(size, grow(planner, size, found), True, planner.compiles - start)
     raise AssertionError("the least setting fits, so the last fsdp size finds one")
 
 
@@ -290,12 +300,13 @@ def widest(planner: Planner, size: int, narrow: Footprint) -> Footprint:
     return narrow
 
 
-def plan(cfg: Config, limit_gb: float, devices: int | None = None) -> list[SizePlan]:
-    """Every fixed batch size's plan for devices of `limit_gb` GB each."""
+def plan(cfg: Config, limit_gb: float, devices: int | None = None, widths: bool = True
+         ) -> list[SizePlan]:
+    """Every fixed batch size's plan for devices of `limit_gb` GB each (`widths`: plan_size)."""
     planner = Planner(cfg, int(limit_gb * memory.GB), devices)
     out = []
     for size in cfg.batch.sizes:
-        out.append(plan_size(planner, size))
+        out.append(plan_size(planner, size, widths))
         log.info("batch %d planned (%d chunks compiled)", size, out[-1].compiles)
     return out
 
@@ -304,7 +315,7 @@ def refusal(cfg: Config, size_plan: SizePlan, limit_gb: float) -> str:
     """One line: why the batch size cannot run on this device at any setting."""
     f = size_plan.footprint
     return (f"batch {size_plan.batch_size} of {model_label(cfg)} needs {f.total / memory.GB:.3g} "
-            f"GB per device at the least setting ({f.setting.describe()}); the device has "
+            f"GB per device even at its smallest ({f.setting.describe()}); the device has "
             f"{limit_gb:.3g} GB, of which {memory.SAFETY:.0%} is planned for")
 
 
@@ -315,7 +326,7 @@ def settle(p: Prepared) -> Prepared:
     size's own accumulation, in its spec and arithmetic (so its runs' config.json record it).
     The group width stays the engine's to cut (scaling.sweep.fixed.width)."""
     gb = p.cfg.train.memory_limit_gb
-    if gb is None or not p.specs:
+    if gb is None or not p.specs or not p.cfg.batch.sizes:
         return p
     settled = settled_config(p.cfg, gb, jax.device_count())
     specs = {size: group_spec(with_accumulation(settled.cfg, settled.plans[size]), size,
@@ -326,7 +337,7 @@ def settle(p: Prepared) -> Prepared:
 
 def settled_config(cfg: Config, gb: float, devices: int) -> Settled:
     """Plan every fixed batch size; refuse the first that fits at no setting."""
-    plans = {p.batch_size: p for p in plan(cfg, gb, devices)}
+    plans = {p.batch_size: p for p in plan(cfg, gb, devices, widths=False)}
     for size_plan in plans.values():
         if not size_plan.fits:
             raise ConfigError(f"train.memory_limit_gb: {refusal(cfg, size_plan, gb)}")
@@ -335,8 +346,10 @@ def settled_config(cfg: Config, gb: float, devices: int) -> Settled:
     if out.parallel.data is not None:
         out.parallel.data = devices // (out.parallel.runs * out.train.fsdp)
     for size, size_plan in plans.items():
-        log.info("memory plan, batch %d: %s, %.3g GB per device", size,
-                 size_plan.footprint.setting.describe(), size_plan.footprint.total / memory.GB)
+        s = size_plan.footprint.setting
+        log.info("memory plan, batch %d: accumulation %d, fsdp %d, %.3g GB per device at one "
+                 "run per device", size, s.accumulation, s.fsdp,
+                 size_plan.footprint.total / memory.GB)
     return Settled(out, plans)
 
 
