@@ -55,7 +55,8 @@ class Setting:
     width: int
 
     def describe(self) -> str:
-        return f"accumulation {self.accumulation}, fsdp {self.fsdp}, {self.width} runs per group"
+        runs = f"{self.width} run{'s' if self.width != 1 else ''}"
+        return f"accumulation {self.accumulation}, fsdp {self.fsdp}, {runs} per group"
 
 
 @dataclass(frozen=True)
@@ -167,29 +168,39 @@ class Planner:
         cfg = self.configured(size, setting)
         key = (size, setting, placement(cfg, self.task))
         if key not in self._known:
-            self._known[key] = self._measure(cfg, size, setting, key[2] == "host")
+            program, data, eval_data = self.program(size, setting)
+            self._known[key] = measure(program, setting, data, eval_data)
+            self.compiles += 1
         return self._known[key]
 
-    def _measure(self, cfg: Config, size: int, setting: Setting, host: bool) -> Footprint:
-        """Compile the chunk and split its memory analysis by the module's rules."""
+    def program(self, size: int, setting: Setting) -> tuple[GroupProgram, Any, Any]:
+        """The program of batch `size` at `setting` on the planner's devices, and its training
+        and evaluation data as shapes (a host-streamed chunk's for every seed); nothing is
+        compiled yet (the chunk compiles at its width on first need, and a run of this
+        program at that width reuses it: experiments/memory_check.py)."""
+        cfg = self.configured(size, setting)
         runs_axis, shards = validate_devices(cfg, self.devices)
         mesh = make_mesh(runs_axis, shards, jax.devices(), fsdp=setting.fsdp)
         spec = group_spec(cfg, size, shards)[0]
-        if host:
+        if placement(cfg, self.task) == "host":
             spec = host_spec(spec, cfg, self.task)
             data = stream.abstract(spec, self.task.streamed_example(), len(cfg.seeds), mesh)
         else:
             data = abstract(self.task.train_arrays() or {}, mesh)
         eval_data = abstract(eval_subset(self.task, cfg), mesh)
-        program = GroupProgram(self.task, spec, mesh)
-        analysis = program.memory_at(setting.width, data, eval_data)
-        self.compiles += 1
-        state = program.abstract_state(setting.width, data, eval_data)
-        return split(setting, analysis, shard_bytes(state.params), shard_bytes(state.opt_state),
-                     shard_bytes((data, eval_data)))
+        return GroupProgram(self.task, spec, mesh), data, eval_data
 
     def fits(self, footprint: Footprint) -> bool:
         return footprint.total <= memory.SAFETY * self.limit
+
+
+def measure(program: GroupProgram, setting: Setting, data: Any, eval_data: Any) -> Footprint:
+    """The footprint of `program`'s chunk at the setting's width: compiled ahead (the program
+    keeps it) and its memory analysis split by the module's rules."""
+    analysis = program.memory_at(setting.width, data, eval_data)
+    state = program.abstract_state(setting.width, data, eval_data)
+    return split(setting, analysis, shard_bytes(state.params), shard_bytes(state.opt_state),
+                 shard_bytes((data, eval_data)))
 
 
 def abstract(arrays: dict[str, Any], mesh: Any) -> dict[str, jax.ShapeDtypeStruct]:
