@@ -11,7 +11,8 @@ is what the process held beyond what it held before the group's data and state e
 - on CPU, the process's peak resident set (VmHWM, reset through /proc/self/clear_refs once the
   chunk and the state's init are compiled and their memory given back) less the resident set
   then: the data, the state, the init's and the chunk's temporaries, and whatever the runtime
-  allocates beside XLA's buffers.
+  allocates beside XLA's buffers; over N simulated devices (one process holds them all) that
+  over N, one device's share.
 
 Each batch size trains at a fixed micro-batch per device (--micro), so larger batches
 accumulate (accumulation = batch / (micro x data shards)). fsdp splits the state over every
@@ -152,8 +153,8 @@ def one(setting: dict[str, Any]) -> dict[str, Any]:
     rs, rows = program.chunk(rs, data, eval_data, setting["steps"])
     jax.block_until_ready((rs, rows))
     step_s = (time.perf_counter() - began) / setting["steps"]
-    if cpu:
-        peak = resident_bytes("VmHWM") - base
+    if cpu:  # simulated devices share the process: one device's share
+        peak = (resident_bytes("VmHWM") - base) / jax.device_count()
     else:
         peak = (device.memory_stats() or {}).get("peak_bytes_in_use", 0) - base
     flops = task.flops_per_example() * setting["batch_size"]
