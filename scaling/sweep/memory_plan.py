@@ -11,9 +11,9 @@ device holds (its shardings), and `other` the remainder: the rest of the state (
 statistics, the parameters' average) and the metric rows.
 
 Settings are searched in the order they cost throughput. The config's own accumulation and
-fsdp at one run per device come first; where they do not fit, the least setting (the most
-fsdp, accumulation down to one example per device per micro-batch, one run per device), and a
-batch size that does not fit even so is refused. Else, from the config's fsdp up, the smallest
+fsdp at one run per device come first; where they do not fit, the least settings (accumulation
+down to one example per device per micro-batch at the config's fsdp and at the most fsdp, one
+run per device), and a batch size that fits at neither is refused. Else, from the config's fsdp up, the smallest
 accumulation that fits (bisected: memory falls as accumulation rises). Then the widest group
 up to the batch size's runs. `scaling plan --device-memory` prints the plan; a sweep given
 train.memory_limit_gb trains by it (settle).
@@ -248,9 +248,8 @@ def wanted_width(cfg: Config, size: int) -> int:
 
 def plan_size(planner: Planner, size: int, widths: bool = True) -> SizePlan:
     """The batch size's plan: the first fit in the order of the module's docstring, or, where
-    the least setting does not fit either, refused with the smaller of the two footprints
-    (for a tiny model sharding can cost more than it saves). `widths`: search the widest
-    group (else one run per device: a sweep's engine cuts its groups itself)."""
+    no least setting fits either, refused with the smallest footprint tried. `widths`: search
+    the widest group (else one run per device: a sweep's engine cuts its groups itself)."""
     grow = widest if widths else (lambda _planner, _size, narrow: narrow)
     cfg, runs = planner.cfg, planner.cfg.parallel.runs
     start = planner.compiles
@@ -263,9 +262,13 @@ def plan_size(planner: Planner, size: int, widths: bool = True) -> SizePlan:
     own = planner.footprint(size, Setting(options[0][1][0], options[0][0], runs))
     if planner.fits(own):
         return SizePlan(size, grow(planner, size, own), True, planner.compiles - start)
-    least = planner.footprint(size, Setting(options[-1][1][-1], options[-1][0], runs))
-    if not planner.fits(least):
-        return SizePlan(size, min(own, least, key=lambda f: f.total), False,
+    # The most accumulation at the config's fsdp and at the most fsdp: sharding usually saves
+    # memory, but XLA's partitioner may spend more on gathered and replicated temporaries
+    # than it saves (the 124M preset on 8 CPU devices: docs/memory.md).
+    least = [planner.footprint(size, Setting(accs[-1], k, runs))
+             for k, accs in {options[0][0]: options[0][1], options[-1][0]: options[-1][1]}.items()]
+    if not any(planner.fits(f) for f in least):
+        return SizePlan(size, min([own, *least], key=lambda f: f.total), False,
                         planner.compiles - start)
     for k, accs in options:
         found = smallest_accumulation(planner, size, k, accs)
