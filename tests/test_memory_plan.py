@@ -96,6 +96,7 @@ def test_a_device_too_small_is_refused_in_one_line_before_any_compute(tmp_path, 
     assert "refused" not in err and out.splitlines()[-1].split()[:4] == ["16", "1", "1", "1"]
 
 
+@pytest.mark.slow
 def test_a_sweep_refuses_a_batch_that_fits_nowhere_before_training(tmp_path):
     with pytest.raises(config_mod.ConfigError, match=r"^train.memory_limit_gb: batch 16 of gpt"):
         runner.run(config(GPT, "train.memory_limit_gb=0.000001"), tmp_path / "o", quiet=True)
