@@ -7,7 +7,8 @@ memory analysis of it, compiled ahead from shapes; the run reuses the compiled c
 is what the process held beyond what it held before the group's data and state existed:
 
 - on a GPU or TPU, the device's peak_bytes_in_use (memory_stats) less bytes_in_use before the
-  data is placed (compiling takes no device memory);
+  data is placed. The peak counts from the process's start, so scratch that compiling took
+  (autotuning) would count if it were larger than the run's; nothing here resets it;
 - on CPU, the process's peak resident set (VmHWM, reset through /proc/self/clear_refs once the
   chunk and the state's init are compiled and their memory given back) less the resident set
   then: the data, the state, the init's and the chunk's temporaries, and whatever the runtime
