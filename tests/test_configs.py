@@ -28,7 +28,7 @@ def files_for(path: Path, folder: Path) -> list[str]:
         train, evals = write(folder)
         return [f"task.train={train}", f"task.eval={evals}"]
     if task["name"] == "tokens":
-        (folder / "a.txt").write_text("some text to train on\n" * 200)
+        (folder / "a.txt").write_text("some text to train on\n" * 2000)  # eval: 1,025+ tokens
         assert main(["prepare-text", str(folder / "a.txt"), "--out", str(folder), "--quiet"]) == 0
         return [f"task.train={folder / 'train.bin'}", f"task.eval={folder / 'eval.bin'}"]
     return []

@@ -99,6 +99,11 @@ def add_plan(sub: Any) -> None:
     p.add_argument("config", nargs="?", help="sweep config (YAML)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per batch")
+    p.add_argument("--device-memory", type=_positive(float), metavar="GB",
+                   help="with a CONFIG: per batch size, the per-device bytes of parameters, "
+                        "optimizer state, gradients and activations (XLA's analysis of the "
+                        "chunk compiled ahead, not run) and the accumulation, fsdp and group "
+                        "width that fit devices of GB gigabytes; exit 1 if a batch cannot fit")
     c = p.add_argument_group("calculator (instead of a config)")
     c.add_argument("--examples", type=_positive(int), help="training-set size (omit: sampled data)")
     c.add_argument("--batch-size", type=_positive(int), action="append", help="repeatable")

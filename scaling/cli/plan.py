@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -16,6 +17,7 @@ from scaling.config.arithmetic import calculate, for_config, format_table, sweep
 # A config with scale axes plans each cell with its N and C, which need the model (jax); that
 # module loads only then, as scaling.cli.main loads each subcommand's, so the rest stays instant.
 SCALE_PLAN = "scaling.cli.scale_plan"
+MEMORY_PLAN = "scaling.cli.memory_plan"  # --device-memory: compiles (jax), so likewise
 
 
 def _calculator_rows(args: argparse.Namespace) -> list[Any]:
@@ -52,6 +54,21 @@ def _config_rows(cfg: Any) -> tuple[list[Any], list[str], list[str], list[dict[s
     return rows, sweep_warnings(cfg), notes, optimizer_rules.plan_rows(cfg)
 
 
+def _memory_plan(cfg: Any, args: argparse.Namespace) -> int:
+    """The memory plan, on as many simulated CPU devices as the config names, where jax's
+    backend has not started yet (the flag only shapes the CPU backend; GPUs and TPUs are
+    what they are)."""
+    if cfg.scale:
+        raise UsageError("--device-memory: plan one cell's config at a time (a scale section "
+                         "gives each cell its own model)")
+    devices = cfg.parallel.runs * cfg.parallel.data * cfg.train.fsdp if cfg.parallel.data else 0
+    if devices > 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}"
+    return importlib.import_module(MEMORY_PLAN).run(cfg, args)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the plan; sweep-level warnings go to stderr under --json so stdout stays JSON."""
     if args.config is None:
@@ -60,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         rows, sweep, notes, ruled = _calculator_rows(args), [], [], []
     else:
         cfg = _config(args)
+        if args.device_memory is not None:
+            return _memory_plan(cfg, args)
         if cfg.scale:
             return importlib.import_module(SCALE_PLAN).run(cfg, args)
         rows, sweep, notes, ruled = _config_rows(cfg)

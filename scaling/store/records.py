@@ -20,15 +20,16 @@ from scaling.train.spec import RunSpec
 
 def run_config(cfg: Config, run_id: str, batch_size: int, spec: RunSpec, *, total_steps: int,
                warmup_steps: int, precision: str, data: dict[str, Any],
-               **extra: Any) -> dict[str, Any]:
+               accumulation: int | None = None, **extra: Any) -> dict[str, Any]:
     """A run's config.json: the sweep's sections that shape it, its scalars, and `extra`
-    (a schedule's entry, a branch's point and factor)."""
+    (a schedule's entry, a branch's point and factor); `accumulation`: the batch size's own
+    where a memory plan chose it (default batch.accumulation)."""
     c = config_mod.to_dict(cfg)
     return {"run_id": run_id, "task": c["task"], "model": c["model"],
             "optimizer": {"name": cfg.optimizer.name, **asdict(spec),
                           **{f"{k}_rule": cfg.optimizer.rule(k) for k in cfg.optimizer.ruled}},
             "schedule": c["schedule"], "batch_size": batch_size,
-            "accumulation": cfg.batch.accumulation, "drop_last": cfg.batch.drop_last,
+            "accumulation": accumulation or cfg.batch.accumulation, "drop_last": cfg.batch.drop_last,
             "budget": c["budget"], "total_steps": total_steps, "warmup_steps": warmup_steps,
             "targets": cfg.targets, "learning_rate": spec.learning_rate, "seed": spec.seed,
             "reached": c["reached"], "eval": c["eval"], "gns": c["gns"], "precision": precision,

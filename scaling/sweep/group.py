@@ -114,7 +114,7 @@ def run_configs(cfg: Config, task: Task, group: list[PlannedRun], arith: Arithme
                                                   if s.label == r.schedule))
         out.append(run_config(cfg, r.run_id, r.batch_size, r.spec, total_steps=arith.total_steps,
                               warmup_steps=arith.warmup_steps, precision=precision, data=data,
-                              **sizes, **extra))
+                              accumulation=arith.accumulation, **sizes, **extra))
     return out
 
 

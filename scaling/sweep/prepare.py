@@ -111,6 +111,7 @@ class Prepared:
     checkpoint_at: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     stable: Stable | None = None  # a cooldown cell's: where its runs start
     batch_sizes: list[int] | None = None  # only these batch sizes (scaling train), else all
+    memory_plan: dict[str, Any] | None = None  # the settings chosen (scaling.sweep.memory_plan)
 
     @property
     def searched(self) -> bool:

@@ -30,7 +30,7 @@ from scaling.train import memory, start as start_mod, stream
 from scaling.train.mesh import is_leader, make_mesh, put_replicated
 from scaling.train.program import GroupProgram
 from scaling.train.sinks import Sink
-from scaling.train.spec import group_spec
+from scaling.train.spec import GroupSpec, group_spec
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,14 @@ def placement(cfg: Config, task: Task) -> str:
     if limit is None or not streams or (cfg.gns.enabled and cfg.gns.hessian_every):
         return "device"
     return "host" if memory.tree_bytes(arrays) > limit / 4 else "device"
+
+
+def host_spec(spec: GroupSpec, cfg: Config, task: Task) -> GroupSpec:
+    """The spec of a host-streamed program: its chunk cut so one chunk's batches for every seed
+    stay within the stream's bytes (scaling.train.stream)."""
+    steps = stream.chunk_steps(spec.chunk_steps, spec.batch_size, len(cfg.seeds),
+                               stream.example_bytes(task.streamed_example()))
+    return spec.replace(data={"host_data": True}, chunk_steps=steps)
 
 
 def eval_subset(task: Task, cfg: Config) -> dict:
@@ -116,9 +124,7 @@ class Session:
         if size not in self.programs:
             ctx, spec = self.context, self.p.specs[size][0]
             if ctx.host_data:
-                steps = stream.chunk_steps(spec.chunk_steps, size, len(self.p.cfg.seeds),
-                                           stream.example_bytes(ctx.task.streamed_example()))
-                spec = spec.replace(data={"host_data": True}, chunk_steps=steps)
+                spec = host_spec(spec, self.p.cfg, ctx.task)
             self.programs[size] = GroupProgram(ctx.task, spec, ctx.mesh)
         return self.programs[size]
 
