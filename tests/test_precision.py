@@ -88,4 +88,5 @@ def test_precision_is_recorded_and_a_folder_keeps_one(tmp_path):
     record = json.loads(next((tmp_path / "runs").glob("*/config.json")).read_text())
     assert record["precision"] == "bfloat16"
     with pytest.raises(ConfigError, match="train.precision"):
-        runner.run(config(SWEEP, "seeds=[0]", "batch.sizes=[8]"), tmp_path, quiet=True)  # auto: float32
+        runner.run(config(SWEEP, "train.precision=float32", "seeds=[0]", "batch.sizes=[8]"),
+                   tmp_path, quiet=True)

@@ -104,17 +104,19 @@ def test_each_run_starts_from_its_seeds_initialisation_bit_for_bit():
 
 def test_each_runs_metrics_are_its_own_evaluation():
     """On CPU the runs are evaluated one after another: the last row of every run holds, bit
-    for bit, the task's evaluation of that run's final parameters alone."""
+    for bit, the task's evaluation of that run's final parameters alone; on an accelerator,
+    where they are evaluated together, to float32 rounding (on an H200: 1 ulp)."""
     program, data, eval_data = _digits_group()
     runs = [RunSpec(0.05, 0), RunSpec(0.2, 0), RunSpec(0.5, 1)]
     collect = Collect(len(runs))
     end = run_group(program, fresh(program, runs, data, eval_data, 1), data, eval_data, [collect])
     evaluate = jax.jit(program.evaluate)
+    cpu = jax.default_backend() == "cpu"
     for i, rows in enumerate(collect.records):
         alone = evaluate(jax.tree.map(lambda x: x[i], end.state.params), eval_data)
         assert rows[-1]["step"] == 60
         for key in ("eval_loss", "eval_accuracy"):
-            assert rows[-1][key] == float(alone[key])
+            assert rows[-1][key] == pytest.approx(float(alone[key]), rel=0 if cpu else 1e-6)
 
 
 def test_common_random_numbers_across_learning_rates():
