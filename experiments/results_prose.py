@@ -257,6 +257,62 @@ machinery and finds little:
   points, no interval ({data_why}).
 """
 
+
+# -- quickstart_neighbours ----------------------------------------------------------------------
+
+def _bcrit(t: dict) -> str:
+    return estimate(t["b_crit"], t.get("b_crit_ci"))
+
+
+def neighbours_fields(results: Path) -> dict:
+    """The quickstart trained from the whole first grid and from neighbours: what each cost,
+    whether the optima and B_crit agree."""
+    grid, ours = (_load(results / n / "analysis.json") for n in ("quickstart",
+                                                                 "quickstart_neighbours"))
+    cost = lambda a: a["cost"]["examples_trained"]
+    runs = lambda a: a["sweep"]["num_runs"]
+    pairs = list(zip(grid["targets"], ours["targets"]))
+    inside = [o["name"] for g, o in pairs if _holds(g.get("b_crit_ci"), o["b_crit"])]
+    lrs = [(p["best_lr"], q["best_lr"]) for g, o in pairs for p, q in zip(g["points"], o["points"])]
+    same = sum(1 for a, b in lrs if abs(math.log(a / b)) < 0.01)
+    rows = "\n".join(f"| {g['name']} | {_bcrit(g)} | {_bcrit(o)} |" for g, o in pairs)
+    moved = max(((g["name"], p, q) for g, o in pairs for p, q in zip(g["points"], o["points"])),
+                key=lambda m: abs(math.log(m[2]["steps"] / m[1]["steps"])))
+    millions = lambda n: f"{n / 1e6:.1f}M"
+    return dict(runs_grid=num(runs(grid)), runs_ours=num(runs(ours)),
+                examples_grid=millions(cost(grid)), examples_ours=millions(cost(ours)),
+                moved_target=moved[0], moved_b=num(moved[1]["batch_size"]),
+                moved_grid=num(moved[1]["steps"]), moved_ours=num(moved[2]["steps"]),
+                moved_lr="the same best rate" if abs(math.log(
+                    moved[1]["best_lr"] / moved[2]["best_lr"])) < 0.01 else "best rates "
+                f"{num(moved[1]['best_lr'])} and {num(moved[2]['best_lr'])}",
+                ratio=_x(cost(ours) / cost(grid)), rows=rows, inside=len(inside),
+                targets=len(pairs), outside=", ".join(o["name"] for _, o in pairs
+                                                      if o["name"] not in inside) or "none",
+                same=same, points=len(lrs))
+
+
+NEIGHBOURS = """\
+[quickstart_neighbours/](quickstart_neighbours/report.md) is the quickstart with
+`learning_rate.first_grid: neighbours` (`python experiments/run_study.py quickstart
+learning_rate.first_grid=neighbours --out results/quickstart_neighbours`): the middle batch size
+trains the whole first grid, the others start from the rates their searched neighbours predict
+and search on from there. It trained {runs_ours} runs and {examples_ours} examples where the
+whole first grid took {runs_grid} and {examples_grid} ({ratio}x the examples). The best rate
+tried is the same in {same} of the {points} (batch size, target) points.
+
+| target | B_crit, whole first grid | B_crit, from neighbours |
+|---|---|---|
+{rows}
+
+{inside} of the {targets} B_crit fall inside the whole grid's interval; outside: {outside}. The
+steps that moved most are at {moved_target}, B = {moved_b}: {moved_grid} from the whole grid,
+{moved_ours} from neighbours ({moved_lr}): the cross-fitted selection picks among the rates
+around the best on held-out seeds, and those rates differ between the two sweeps. Where it is
+weak: the batch sizes wait on their neighbours, so groups are narrower and
+the sweep runs in one process (no shards); wall times were not measured side by side.
+"""
+
 # -- adam_surge ---------------------------------------------------------------------------------
 
 def _worst(rule_rows: list[dict]) -> tuple[float, int]:
@@ -895,6 +951,9 @@ SECTIONS = (
             ("scale_charlm/analysis.json",), scale_charlm_fields, SCALE_CHARLM),
     Section("The GPT family over widths and budgets: scale_gpt", ("scale_gpt/analysis.json",),
             scale_gpt_fields, SCALE_GPT),
+    Section("The first grid from neighbours: the quickstart both ways",
+            ("quickstart/analysis.json", "quickstart_neighbours/analysis.json"),
+            neighbours_fields, NEIGHBOURS),
     Section("Adam's optimum over batch size: adam_surge", ("adam_surge/analysis.json",),
             adam_surge_fields, ADAM_SURGE),
     Section("Adam's beta2 over batch size: adam_beta2", ("adam_beta2/analysis.json",),
