@@ -7,7 +7,8 @@
 # 1,024 tokens, with and without remat, and fsdp where there is more than one device: step
 # time, MFU and peak memory against the memory plan's estimate). Logs go to $OUT (9 files,
 # within what the device tool brings back). CHECKS=gpt124m runs the 124M check alone (at most
-# 5.5 minutes; not yet run on a GPU), CHECKS=engine all but it.
+# 5.5 minutes; its rows for batch 8 and 512 ran on an H200: docs/memory.md), CHECKS=engine all
+# but it.
 #
 # The GPU image has jax (CUDA), flax, optax, PyYAML, matplotlib, scikit-learn, tqdm and pytest
 # but not mnist1d, so carry its wheel. Once, here, in the repo root:
