@@ -129,3 +129,30 @@ def test_a_manifest_must_name_folders_that_hold_runs(tmp_path):
         read_cells(tmp_path)
     (tmp_path / "cells" / "N1e6-D1e8" / "runs").mkdir(parents=True)
     assert read_cells(tmp_path)["cells"][0]["params"] == 1e6
+
+
+def test_exponents_read_from_optima_at_an_edge_print_as_bounds_and_a_law_says_why():
+    """A law whose cells' optima sit at the edge of the batch sizes tried: every exponent of it
+    marked '(bound)' and the reason under the table; a law on too few cells: no interval, and
+    why; an identified law: neither."""
+    from scaling.report import cells_report
+
+    def law(why_bound, why_none, ci):
+        return {"coefficient": 2.0, "coefficient_ci": ci and [1.0, 4.0],
+                "exponents": {"params": 0.2, "tokens": -0.35},
+                "exponents_ci": {"params": ci, "tokens": ci}, "alone": {}, "argmin": None,
+                "non_embedding": None, "rms_log_residual": None, "num_cells": 4,
+                "identification": {"identified": why_bound is None, "why": why_bound},
+                "interval": {"why": why_none}, "left_out": {}}
+
+    edge = "3 of 4 cells' optima at the edge of the values tried: the exponents are bounds"
+    analysis = {"fixed_budget": {"laws": {
+        "batch_size": law(edge, None, [-1.5, 1.6]),
+        "b_crit_data": law(None, "a law on fewer than 4 cells: too few to resample", None),
+        "loss": law(None, None, [-0.2, -0.1])}}}
+    rows = {r.split(" | ")[0]: r for r in cells_report.laws_table(analysis) if r.startswith("| ")}
+    assert rows["| optimal batch size B_opt"].count("(bound)") == 2
+    assert "(bound)" not in rows["| final metric at the optimum"]
+    notes = "\n".join(cells_report._law_notes(analysis))
+    assert f"- optimal batch size B_opt: {edge}." in notes
+    assert "no interval, a law on fewer than 4 cells" in notes and "final metric" not in notes

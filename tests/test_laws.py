@@ -80,6 +80,28 @@ def test_exact_optima_give_the_exponents_exactly():
     assert fitted["alone"]["tokens"]["exponent"] == pytest.approx(0.3)  # balanced design
 
 
+@pytest.mark.parametrize("pairs", [[(1e7, 1e9), (1e8, 1e9)],
+                                   [(1e7, 1e9), (1e8, 1e9), (1e9, 1e9)],
+                                   [(1e7, 1e9), (1e8, 1e9), (1e7, 1e10)]])
+def test_too_few_cells_fit_a_law_but_get_no_interval(pairs):
+    """2 cells with 2 coefficients (scale_gpt's B_crit against E_min: each resample that is not
+    singular passed through both again, [0.0589, 0.0589]), 3 cells (fewer than 4), and 3 cells
+    with 2 variables (3 coefficients, no residual): the law's values, no interval, no
+    residual where it passes through every cell, and why."""
+    cells = [{"params": n, "tokens": d} for n, d in pairs]
+    values = np.array([law("learning_rate", n, d) for n, d in pairs])
+    draws = values[:, None] * np.exp(np.random.default_rng(1).normal(0, 0.1, (len(values), 50)))
+    fitted = fit_law("learning_rate", cells, values, draws, np.random.default_rng(0))
+    kept = [k for k, v in fitted["exponents"].items() if v is not None]
+    assert fitted["exponents"] == pytest.approx(
+        {k: TRUE["learning_rate"][1 + (k == "tokens")] if k in kept else None
+         for k in fitted["exponents"]})
+    assert fitted["coefficient_ci"] is None and fitted["bootstrap"] == 0
+    assert all(fitted["exponents_ci"][k] is None for k in kept)
+    assert "too few to resample" in fitted["interval"]["why"]
+    assert (fitted["rms_log_residual"] is None) == (len(cells) == len(kept) + 1)
+
+
 def test_the_law_in_n_without_embeddings_is_fitted_beside_the_total():
     """Optima exact in N without the embeddings (a fixed 3e6-parameter table added to each
     total): the non-embedding law gives the true exponent, the total's a steeper one (the
