@@ -66,6 +66,7 @@ def test_nothing_to_pack_is_refused(tmp_path):
         archive.pack(tmp_path)
 
 
+@pytest.mark.slow
 def test_scaling_analyze_redoes_a_packed_folders_numbers(tmp_path):
     """A study committed as runs.tar.xz alone (no runs/) is re-analysed by `scaling analyze`
     to the same analysis.json as from its runs; a cells manifest accepts such a cell."""

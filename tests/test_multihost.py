@@ -1,5 +1,6 @@
 """Several hosts, end to end (a subject across scaling.train and scaling.sweep): two processes
-on localhost with jax.distributed (gloo) train the same runs as one process."""
+on localhost with jax.distributed (gloo) train the same runs as one process, with the
+parameters and optimizer state whole on each device or sharded (fsdp)."""
 
 from __future__ import annotations
 
@@ -32,11 +33,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(config: Path, out: Path, devices: int, extra_env: dict[str, str]) -> subprocess.Popen:
+def launch(config: Path, out: Path, devices: int, extra_env: dict[str, str],
+           *overrides: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCALING_")}
     env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
                **extra_env)
-    cmd = [sys.executable, "-m", "scaling.cli", "train", str(config), "--out", str(out), "--quiet"]
+    cmd = [sys.executable, "-m", "scaling.cli", "train", str(config), *overrides, "--out", str(out),
+           "--quiet"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -49,14 +52,18 @@ def metrics(out: Path) -> dict[str, list[dict]]:
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_two_processes_match_one(tmp_path):
+@pytest.mark.parametrize("fsdp", [1, 2])
+def test_two_processes_match_one(tmp_path, fsdp):
+    """fsdp 2: each process's two devices hold one run group's parameters and optimizer state
+    in halves, the batch split over the other axis across the processes."""
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
-    single = launch(config, tmp_path / "one", 2, {})
+    per_host, sharded = fsdp, f"train.fsdp={fsdp}"
+    single = launch(config, tmp_path / "one", 2 * per_host, {}, sharded)
     port = free_port()
-    procs = [launch(config, tmp_path / "two", 1, {
+    procs = [launch(config, tmp_path / "two", per_host, {
         "SCALING_COORDINATOR": f"127.0.0.1:{port}", "SCALING_NUM_PROCESSES": "2",
-        "SCALING_PROCESS_ID": str(i)}) for i in range(2)]
+        "SCALING_PROCESS_ID": str(i)}, sharded) for i in range(2)]
     for p in [single, *procs]:
         output, _ = p.communicate(timeout=300)
         assert p.returncode == 0, output
