@@ -73,6 +73,19 @@ def test_bad_fsdp_is_refused_in_one_line(fsdp, devices, key):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.devices(8)
+def test_an_fsdp_that_divides_no_parameter_is_refused_before_training(tmp_path):
+    """The NQM's one parameter has 10 coordinates: fsdp 4 divides 8 devices but no axis of it,
+    so it would shard nothing; refused in one line naming the key and the shapes, with no run
+    folder written."""
+    cfg = config({"name": "t", "task": {"name": "nqm", "dim": 10}, "optimizer": {"name": "sgd"},
+                  "batch": {"sizes": [8]}, "learning_rate": {"values": [0.1], "search": False},
+                  "budget": {"max_steps": 4}}, "train.fsdp=4")
+    with pytest.raises(ConfigError, match=r"train.fsdp: got 4, .*\(10,\)") as err:
+        runner.run(cfg, tmp_path, quiet=True)
+    assert "\n" not in str(err.value) and not list(tmp_path.glob("runs/*/metrics.jsonl"))
+
+
 def _gpt_sweep(out: Path, fsdp: int, checkpoints: bool) -> dict[str, list[dict]]:
     """The GPT config as a sweep of 2 runs on 2 run groups, every chunk checkpointed; its rows."""
     cfg = config(GPT, "learning_rate.values=[0.003, 0.001]", "parallel.runs=2",

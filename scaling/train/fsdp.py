@@ -15,6 +15,8 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from scaling.errors import need
+
 SHARDED_FIELDS = ("params", "opt_state", "ema_params")
 
 
@@ -30,11 +32,18 @@ def leaf_spec(shape: tuple[int, ...], fsdp: int) -> P:
 
 
 def state_specs(state: Any, fsdp: int) -> Any:
-    """The PartitionSpec of every leaf of a RunState (arrays or shapes)."""
+    """The PartitionSpec of every leaf of a RunState (arrays or shapes); an fsdp size that
+    divides no parameter's axis is refused (it would shard nothing and gather for nothing)."""
     runs = lambda tree: jax.tree.map(lambda _: P("runs"), tree)
     split = lambda tree: jax.tree.map(lambda x: leaf_spec(x.shape, fsdp), tree)
-    return state._replace(**{f: split(getattr(state, f)) if f in SHARDED_FIELDS
-                             else runs(getattr(state, f)) for f in state._fields})
+    specs = state._replace(**{f: split(getattr(state, f)) if f in SHARDED_FIELDS
+                              else runs(getattr(state, f)) for f in state._fields})
+    shapes = [tuple(x.shape[1:]) for x in jax.tree.leaves(state.params)]
+    need(fsdp == 1 or any("fsdp" in spec for spec in jax.tree.leaves(
+        specs.params, is_leaf=lambda x: isinstance(x, P))), "train.fsdp", fsdp,
+         f"a size that divides an axis of some parameter (their shapes: {shapes[:6]}"
+         f"{' ...' if len(shapes) > 6 else ''})")
+    return specs
 
 
 def state_shardings(state: Any, mesh: Mesh) -> Any:
