@@ -207,3 +207,5 @@ def test_before_release_a_batch_size_has_no_runs_and_the_middle_its_whole_grid(t
     assert len(p.batch_runs(16)) == 5 and p.batch_runs(8) == [] and p.batch_runs(32) == []
     assert set(p.specs) == {8, 16, 32}  # every batch size's program is known before compute
     assert p.search_settings(8) == p.search_settings(32) == p.search_settings(16)
+    said = runner.budget_lines(p, p.batch_runs(16))
+    assert said[0].startswith("to train: 5 runs") and "batch sizes 8, 32, each once" in said[-1]

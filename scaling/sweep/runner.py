@@ -78,6 +78,12 @@ def budget_lines(p: Prepared, todo: list[PlannedRun]) -> list[str]:
     if p.searched:
         out.append(f"  then the learning-rate search: up to {cfg.learning_rate.max_rounds} rounds "
                    "per batch size in all, their rates set by the readings before them")
+    waiting = [b for b in cfg.batch.sizes if not p.batch_runs(b)] if neighbours.enabled(cfg) \
+        else []
+    if waiting:
+        out.append(f"  and batch sizes {', '.join(map(str, waiting))}, each once a neighbour's "
+                   f"search ends, from {cfg.learning_rate.neighbour_rates} rates around the "
+                   "optimum the searched ones predict (learning_rate.first_grid: neighbours)")
     return out
 
 
