@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from scaling.cli.parser import CALCULATOR, UsageError
-from scaling.config import load, optimizer_rules
+from scaling.config import load, named_devices, optimizer_rules
 from scaling.sweep import segments
 from scaling.config.arithmetic import calculate, for_config, format_table, sweep_warnings
 
@@ -61,7 +61,7 @@ def _memory_plan(cfg: Any, args: argparse.Namespace) -> int:
     if cfg.scale:
         raise UsageError("--device-memory: plan one cell's config at a time (a scale section "
                          "gives each cell its own model)")
-    devices = cfg.parallel.runs * cfg.parallel.data * cfg.train.fsdp if cfg.parallel.data else 0
+    devices = named_devices(cfg) or 0
     if devices > 1:
         flags = os.environ.get("XLA_FLAGS", "")
         if "xla_force_host_platform_device_count" not in flags:

@@ -20,7 +20,7 @@ from scaling.config.schema import (AXES, AnalysisConfig, BatchConfig, BatchSched
                                    LogConfig, ModelConfig, OptimizerConfig, ParallelConfig,
                                    ReachedConfig, ScheduleConfig,
                                    TaskConfig, TrainConfig, grid_axes)
-from scaling.config.validate import parse_target, validate, validate_devices
+from scaling.config.validate import named_devices, parse_target, validate, validate_devices
 from scaling.errors import ConfigError
 
 __all__ = [
@@ -29,5 +29,5 @@ __all__ = [
     "DataConfig", "EvalConfig", "GNSConfig", "LearningRateConfig", "LogConfig", "ModelConfig", "OptimizerConfig",
     "ParallelConfig", "ReachedConfig", "ScheduleConfig", "TaskConfig", "TrainConfig",
     "apply_overrides", "build", "centered_lr", "from_dict", "grid_axes", "learning_rates", "load",
-    "parse_target", "to_dict", "to_json", "to_yaml", "validate", "validate_devices",
+    "named_devices", "parse_target", "to_dict", "to_json", "to_yaml", "validate", "validate_devices",
 ]

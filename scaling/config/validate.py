@@ -346,6 +346,13 @@ def _validate_cooldowns(cfg: Config) -> None:
          "give each model size its own config)")
 
 
+def named_devices(cfg: Config) -> int | None:
+    """The devices the config names, parallel.runs x data x train.fsdp; None where
+    parallel.data is left to the devices there are (known only once jax starts)."""
+    p = cfg.parallel
+    return None if p.data is None else p.runs * p.data * cfg.train.fsdp
+
+
 def validate_devices(cfg: Config, num_devices: int) -> tuple[int, int]:
     """(runs, data shards) for this many devices, data shards = parallel.data x train.fsdp (the
     batch splits over both); batches must split over data shards x accumulation."""

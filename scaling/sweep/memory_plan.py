@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from scaling.config import Config, ConfigError, validate_devices
+from scaling.config import Config, ConfigError, named_devices, validate_devices
 from scaling.sweep import grid
 from scaling.sweep.prepare import Prepared
 from scaling.sweep.session import eval_subset, host_spec, placement
@@ -105,9 +105,7 @@ def model_label(cfg: Config) -> str:
 def device_count(cfg: Config) -> int:
     """The devices a sweep of `cfg` runs on: parallel.runs x data x train.fsdp where
     parallel.data is given, else every device jax sees."""
-    if cfg.parallel.data is not None:
-        return cfg.parallel.runs * cfg.parallel.data * cfg.train.fsdp
-    return jax.device_count()
+    return named_devices(cfg) or jax.device_count()
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,7 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, An
     new_precision = precision.here(new["train"]["precision"])
     if old_precision != new_precision:
         out.append(("train.precision", old_precision, new_precision))
-    # A key a folder's sweep.yaml lacks did not exist when it was written: it had its default.
-    old_opt = {**dataclasses.asdict(config_mod.OptimizerConfig()), **(old.get("optimizer") or {})}
+    old_opt = dict(_with_defaults("optimizer", old.get("optimizer") or {}, new["optimizer"]))
     new_opt = dict(new["optimizer"])
     for k in config_mod.AXES:
         if isinstance(old_opt.get(k), list) or isinstance(new_opt.get(k), list):

@@ -161,7 +161,8 @@ def _train_units(session: Session) -> list[dict[str, Any]]:
         if p.searched and unit.schedule is None:
             if _next_round(session, unit.batch_size):
                 queue.append(unit)
-            elif neighbours.enabled(p.cfg) and p.searched_done(unit.batch_size, session.finished):
+            elif neighbours.enabled(p.cfg) and all(  # no round: done, unless others hold runs
+                    r.run_id in session.finished for r in p.batch_runs(unit.batch_size)):
                 released = [u for u in _release(session, unit.batch_size)
                             if u.batch_size not in queued]
                 queued |= {u.batch_size for u in released}
