@@ -1,10 +1,11 @@
-"""The results on disk, owned in one place: atomic files (`files`), the run folders and their
-records (`runs`, `records`), reading a run's metric rows (`rows`), the run files packed as
-runs.tar.xz (`archive`), one writer per group (`claims`), what a sweep's runs trained
-(`cost`) and one clean pass of rows after two writers (`repair`). The names below are the
-public surface (`store.load(out)` gives every run's config, summary and metrics). A
-multi-cell folder's manifest is `cells`; `scaling import` reads other code's records through
-`sources`, `imports` and `import_runs` and writes them with `import_write`."""
+"""The results on disk, owned in one place: every file and folder name of a results folder
+(`layout`), atomic files (`files`), the run folders and their records (`runs`, `records`),
+reading a run's metric rows (`rows`), the run files packed as runs.tar.xz (`archive`), one
+writer per group (`claims`), what a sweep's runs trained (`cost`) and one clean pass of rows
+after two writers (`repair`). The names below are the public surface (`store.load(out)` gives
+every run's config, summary and metrics). A multi-cell folder's manifest is `cells`; `scaling
+import` reads other code's records through `sources`, `imports` and `import_runs` and writes
+them with `import_write`."""
 
 from scaling.store.files import atomic_write, dumps, write_json
 from scaling.store.rows import Row, examples_at, finite, undefined_noise_points, value_at
