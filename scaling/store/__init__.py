@@ -8,12 +8,12 @@ import` reads other code's records through `sources`, `imports` and `import_runs
 them with `import_write`."""
 
 from scaling.store.files import atomic_write, dumps, write_json
+from scaling.store.layout import ARITHMETIC, ROUNDS, checkpoint_dir, run_dir
 from scaling.store.rows import Row, examples_at, finite, undefined_noise_points, value_at
-from scaling.store.runs import (ARITHMETIC, ROUNDS, add_round,
-                                append_metrics, checkpoint_dir, finish_run, frame, is_done, load,
-                                mean_throughput, read_arithmetic, read_metrics,
-                                read_rounds, read_summary, resume_run, rows_until, run_dir,
-                                start_run, training_seconds)
+from scaling.store.runs import (add_round, append_metrics, finish_run, frame, is_done, load,
+                                mean_throughput, read_arithmetic, read_metrics, read_rounds,
+                                read_summary, resume_run, rows_until, start_run,
+                                training_seconds)
 
 __all__ = [
     "ARITHMETIC", "ROUNDS", "Row", "add_round", "append_metrics",

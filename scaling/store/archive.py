@@ -20,10 +20,10 @@ from typing import Any
 
 from scaling.errors import ConfigError
 from scaling.store.files import atomic_write
+from scaling.store.layout import (ARCHIVE, METRICS, ROUNDS, RUN_CONFIG, RUN_FILES, RUNS, SUMMARY,
+                                  runs_dir)
 
-ARCHIVE = "runs.tar.xz"
-RUN_FILES = ("config.json", "summary.json", "metrics.jsonl")
-EXTRA = ("rounds.json",)  # read by reports of the search (experiments/search_cost.py)
+EXTRA = (ROUNDS,)  # read by reports of the search (experiments/search_cost.py)
 
 
 def archive_path(out: str | Path) -> Path:
@@ -33,9 +33,9 @@ def archive_path(out: str | Path) -> Path:
 def _members(out: Path) -> list[tuple[str, Path]]:
     """(name in the archive, file) of every finished run's files and the extras, sorted."""
     files = []
-    for folder in sorted((out / "runs").glob("*")):
-        if (folder / "summary.json").is_file():
-            files += [(f"runs/{folder.name}/{name}", folder / name) for name in RUN_FILES]
+    for folder in sorted(runs_dir(out).glob("*")):
+        if (folder / SUMMARY).is_file():
+            files += [(f"{RUNS}/{folder.name}/{name}", folder / name) for name in RUN_FILES]
     return files + [(name, out / name) for name in EXTRA if (out / name).is_file()]
 
 
@@ -84,10 +84,10 @@ def records(out: str | Path, parse: Any) -> list[dict[str, Any]]:
     `parse(text, where)` reads a metrics.jsonl's rows."""
     files = read(out)
     ids = sorted({name.split("/")[1] for name in files
-                  if name.startswith("runs/") and name.endswith("/summary.json")})
+                  if name.startswith(f"{RUNS}/") and name.endswith(f"/{SUMMARY}")})
     where = archive_path(out)
     return [{"run_id": run_id,
-             "config": json.loads(files[f"runs/{run_id}/config.json"]),
-             "summary": json.loads(files[f"runs/{run_id}/summary.json"]),
-             "metrics": parse(files[f"runs/{run_id}/metrics.jsonl"].decode(),
-                              f"{where}:runs/{run_id}/metrics.jsonl")} for run_id in ids]
+             "config": json.loads(files[f"{RUNS}/{run_id}/{RUN_CONFIG}"]),
+             "summary": json.loads(files[f"{RUNS}/{run_id}/{SUMMARY}"]),
+             "metrics": parse(files[f"{RUNS}/{run_id}/{METRICS}"].decode(),
+                              f"{where}:{RUNS}/{run_id}/{METRICS}")} for run_id in ids]

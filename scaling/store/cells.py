@@ -14,15 +14,15 @@ from scaling.errors import ConfigError
 from scaling.formatting import short_number
 from scaling.store.archive import has_archive
 from scaling.store.files import write_json
+from scaling.store.layout import CELLS_MANIFEST, cell_folder, runs_dir
 from scaling.store.rows import positive
 
-MANIFEST = "cells.json"
 VERSION = 1
 TOKENS_PER_PARAM_FLOPS = 6  # training FLOPs per token per parameter (forward and backward)
 
 
 def is_cells_folder(out: str | Path) -> bool:
-    return (Path(out) / MANIFEST).is_file()
+    return (Path(out) / CELLS_MANIFEST).is_file()
 
 
 def cell_name(params: float | None, budget: float | None) -> str:
@@ -50,7 +50,7 @@ def cell_entry(params: float | None, tokens: float | None, examples: float | Non
     budget = tokens if positive(tokens) else examples
     c, source = measured or compute(params, tokens)
     name = name or cell_name(params, budget)
-    return {"name": name, "folder": f"cells/{name}", "params": params, "tokens": tokens,
+    return {"name": name, "folder": cell_folder(name), "params": params, "tokens": tokens,
             "examples": examples, "budget_unit": "tokens" if positive(tokens) else "examples",
             "compute": c, "compute_source": source, "values": dict(values or {})}
 
@@ -58,7 +58,7 @@ def cell_entry(params: float | None, tokens: float | None, examples: float | Non
 def write_cells(out: str | Path, cells: list[dict[str, Any]], batch_unit: str,
                 tokens_per_example: float | None, source: str) -> Path:
     """Write <out>/cells.json (atomically)."""
-    path = Path(out) / MANIFEST
+    path = Path(out) / CELLS_MANIFEST
     write_json(path, {"version": VERSION, "source": source, "batch_unit": batch_unit,
                       "tokens_per_example": tokens_per_example, "cells": cells})
     return path
@@ -67,7 +67,7 @@ def write_cells(out: str | Path, cells: list[dict[str, Any]], batch_unit: str,
 def read_cells(out: str | Path) -> dict[str, Any]:
     """The manifest, its cells checked: each names a folder under `out` that holds runs (its
     runs/, or their archive runs.tar.xz, which the analysis reads as well)."""
-    path = Path(out) / MANIFEST
+    path = Path(out) / CELLS_MANIFEST
     try:
         manifest = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
@@ -78,7 +78,7 @@ def read_cells(out: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: names no cells; expected a list under 'cells'")
     for cell in cells:
         folder = Path(out) / str(cell.get("folder"))
-        if not (folder / "runs").is_dir() and not has_archive(folder):
+        if not runs_dir(folder).is_dir() and not has_archive(folder):
             raise ConfigError(f"{path}: cell {cell.get('name')!r} has no runs/ nor runs.tar.xz "
                               f"in {folder}; expected one results folder per cell")
     return manifest

@@ -36,12 +36,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
+from scaling.store.layout import CLAIMS
+
 log = logging.getLogger(__name__)
 
 LEASE_S = 900.0  # a claim not renewed for this long may be broken from another host
 TRIES, PAUSE_S = 10, 0.01  # try_claim's attempts, and the pause before the nth is n x PAUSE_S
 HOST = socket.gethostname()
-FOLDER = "claims"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _HELD: dict[Path, "Claim"] = {}  # this process's claims, by lock file
 
@@ -71,7 +72,7 @@ def lock_path(out: str | Path, group: str) -> Path:
     """OUT/claims/<group>.lock; a group name is a plain file name (letters, digits, . _ -)."""
     if not NAME.match(group):
         raise ValueError(f"claim: got group {group!r}, expected letters, digits, '.', '_', '-'")
-    return Path(out) / FOLDER / f"{group}.lock"
+    return Path(out) / CLAIMS / f"{group}.lock"
 
 
 def _try_lock(fd: int) -> bool:
@@ -276,7 +277,7 @@ def claimed(out: str | Path, group: str, lease_s: float = LEASE_S) -> Iterator[C
 def live_claims(out: str | Path) -> dict[str, Holder]:
     """{group: holder} for the claims of `out` held by live processes (this one included),
     e.g. to refuse analysing a folder still being written."""
-    folder = Path(out) / FOLDER
+    folder = Path(out) / CLAIMS
     if not folder.is_dir():
         return {}
     held = {}

@@ -22,15 +22,18 @@ import yaml
 from scaling.config import AnalysisConfig, parse_target
 from scaling.config.targets import Reach, crossing
 from scaling.errors import ConfigError
-from scaling.store.cells import MANIFEST, cell_entry, write_cells
+from scaling.store.cells import cell_entry, write_cells
 from scaling.store.files import atomic_write, dumps
 from scaling.store.imports import Imported, ImportedRun
+from scaling.store.layout import (ANALYSIS, CELLS, CELLS_MANIFEST, FIGURES_DIR, FIGURES_PDF,
+                                  INDEX_HTML, METRICS, REPORT, RUN_CONFIG, RUNS, SUMMARY,
+                                  SWEEP_YAML, run_dir)
 from scaling.store.rows import examples_at
 from scaling.tasks.storage import file_sha256
 
 # What an import replaces (with --force): its own files and what `scaling analyze` wrote.
-OUTPUTS = ("runs", "cells", "sweep.yaml", MANIFEST, "analysis.json", "report.md", "figures",
-           "figures.pdf", "index.html")
+OUTPUTS = (RUNS, CELLS, SWEEP_YAML, CELLS_MANIFEST, ANALYSIS, REPORT, FIGURES_DIR, FIGURES_PDF,
+           INDEX_HTML)
 
 
 def _final(run: ImportedRun, key: str) -> float | None:
@@ -108,12 +111,12 @@ def _write_runs(folder: Path, runs: list[ImportedRun], targets: list[str], sourc
     """Plain writes into the staging folder (it is moved into place whole)."""
     reach = Reach()
     for run, run_id in zip(runs, _run_ids(runs)):
-        path = folder / "runs" / run_id
+        path = run_dir(folder, run_id)
         path.mkdir(parents=True)
         config, summary = _run_files(run, run_id, targets, reach, source)
-        (path / "config.json").write_text(dumps(config) + "\n")
-        (path / "metrics.jsonl").write_text("".join(dumps(r) + "\n" for r in run.rows))
-        (path / "summary.json").write_text(dumps(summary) + "\n")
+        (path / RUN_CONFIG).write_text(dumps(config) + "\n")
+        (path / METRICS).write_text("".join(dumps(r) + "\n" for r in run.rows))
+        (path / SUMMARY).write_text(dumps(summary) + "\n")
 
 
 def import_record(imported: Imported, columns: dict[str, str], command: str) -> dict[str, Any]:
@@ -179,14 +182,15 @@ def write_import(out: str | Path, imported: Imported, record: dict[str, Any], na
     for cell, runs in cells:
         folder = stage if single else stage / cell["folder"]
         _write_runs(folder, runs, targets, source)
-        atomic_write(folder / "sweep.yaml", _sweep_yaml(
+        atomic_write(folder / SWEEP_YAML, _sweep_yaml(
             name if single else f"{name} {cell['name']}", targets, view, metric, cell, record))
-    os.replace(stage / ("runs" if single else "cells"), out / ("runs" if single else "cells"))
+    moved = RUNS if single else CELLS
+    os.replace(stage / moved, out / moved)
     if single:
-        os.replace(stage / "sweep.yaml", out / "sweep.yaml")
+        os.replace(stage / SWEEP_YAML, out / SWEEP_YAML)
     else:
         write_cells(out, [c for c, _ in cells], imported.unit, imported.tokens_per_example,
                     "import")
-        atomic_write(out / "sweep.yaml", _sweep_yaml(name, targets, view, metric, None, record))
+        atomic_write(out / SWEEP_YAML, _sweep_yaml(name, targets, view, metric, None, record))
     shutil.rmtree(stage, ignore_errors=True)
     return [c for c, _ in cells]

@@ -27,6 +27,7 @@ from typing import Any
 from scaling.errors import ConfigError
 from scaling.store.claims import in_use
 from scaling.store.files import atomic_write, dumps
+from scaling.store.layout import METRICS, RUN_CONFIG, SUMMARY, runs_dir
 from scaling.train.spec import eval_steps
 
 TIMING = ("wall_s",)  # row fields that differ between two writers of the same run
@@ -102,7 +103,7 @@ def _missing(config: dict[str, Any], steps: list[int]) -> list[int]:
 
 def _check(folder: Path, rows: list[dict[str, Any]]) -> str | None:
     """Why the merged rows cannot be the run (see the module's rules), or None."""
-    config = json.loads((folder / "config.json").read_text())
+    config = json.loads((folder / RUN_CONFIG).read_text())
     if "batch_schedule" in config or "total_steps" not in config or "eval" not in config:
         return ("config.json does not lay out this run's evaluation steps (a batch-size "
                 "schedule or a branch), so lost rows cannot be ruled out; train the run again "
@@ -112,7 +113,7 @@ def _check(folder: Path, rows: list[dict[str, Any]]) -> str | None:
         return (f"no row at evaluation step{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(map(str, missing[:5]))}: a writer's rows were lost; train the run "
                 "again (remove its folder)")
-    summary = folder / "summary.json"
+    summary = folder / SUMMARY
     if summary.is_file() and _bare(json.loads(summary.read_text()).get("final") or {}) != _bare(rows[-1]):
         return "summary.json's final row is not the last row; train the run again (remove its folder)"
     return None
@@ -120,7 +121,7 @@ def _check(folder: Path, rows: list[dict[str, Any]]) -> str | None:
 
 def repair_run(folder: Path, write: bool = True) -> Repair:
     """Repair one run folder's metrics.jsonl (or, `write=False`, only say what it would do)."""
-    path = folder / "metrics.jsonl"
+    path = folder / METRICS
     rows, torn, unreadable = _parse(path)
     if rows is None:
         return Repair(path, refused=unreadable)
@@ -143,7 +144,7 @@ def repair_folder(out: str | Path, write: bool = True) -> list[Repair]:
     busy = in_use(out)
     if busy:
         raise ConfigError(f"{busy}; repair it once they have finished")
-    if not (Path(out) / "runs").is_dir():
+    if not runs_dir(out).is_dir():
         raise ConfigError(f"{out}: holds no runs/ folder; expected the --out folder of a sweep")
-    return [repair_run(folder, write) for folder in sorted((Path(out) / "runs").glob("*"))
-            if (folder / "metrics.jsonl").is_file()]
+    return [repair_run(folder, write) for folder in sorted(runs_dir(out).glob("*"))
+            if (folder / METRICS).is_file()]

@@ -14,44 +14,37 @@ from typing import Any, Callable
 from scaling.errors import ConfigError
 from scaling.store import archive
 from scaling.store.files import atomic_write, dumps, write_json
+from scaling.store.layout import (ARITHMETIC, METRICS, ROUNDS, RUN_CONFIG, RUNS, SUMMARY, run_dir,
+                                  runs_dir)
 
 TAIL_BYTES = 1 << 16  # read from a metrics file's end to find its last step
 
 
-def run_dir(out: Path, run_id: str) -> Path:
-    return Path(out) / "runs" / run_id
-
-
-def checkpoint_dir(out: Path, group: str) -> Path:
-    """Where a group's mid-run checkpoints live while it trains (scaling.train.checkpoint)."""
-    return Path(out) / "checkpoints" / group
-
-
 def is_done(out: Path, run_id: str) -> bool:
-    return (run_dir(out, run_id) / "summary.json").is_file()
+    return (run_dir(out, run_id) / SUMMARY).is_file()
 
 
 def start_run(out: Path, run_id: str, config: dict[str, Any]) -> None:
     """Fresh run folder: config.json, an empty metrics.jsonl, no summary (not done yet)."""
     folder = run_dir(out, run_id)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "summary.json").unlink(missing_ok=True)
-    write_json(folder / "config.json", config)
-    atomic_write(folder / "metrics.jsonl", "")
+    (folder / SUMMARY).unlink(missing_ok=True)
+    write_json(folder / RUN_CONFIG, config)
+    atomic_write(folder / METRICS, "")
 
 
 def rows_until(out: Path, run_id: str, step: int) -> list[dict[str, Any]]:
     """A run's rows up to `step` (a checkpoint's): rows written after it are not kept."""
-    return [r for r in read_metrics(run_dir(out, run_id) / "metrics.jsonl") if r["step"] <= step]
+    return [r for r in read_metrics(run_dir(out, run_id) / METRICS) if r["step"] <= step]
 
 
 def resume_run(out: Path, run_id: str, config: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     """A run continued from a checkpoint: config.json, metrics.jsonl holding only `rows` (those
     up to the checkpoint, so rows a killed process wrote after it are dropped), no summary."""
     folder = run_dir(out, run_id)
-    (folder / "summary.json").unlink(missing_ok=True)
-    write_json(folder / "config.json", config)
-    atomic_write(folder / "metrics.jsonl", "".join(dumps(r) + "\n" for r in rows))
+    (folder / SUMMARY).unlink(missing_ok=True)
+    write_json(folder / RUN_CONFIG, config)
+    atomic_write(folder / METRICS, "".join(dumps(r) + "\n" for r in rows))
 
 
 def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:
@@ -60,7 +53,7 @@ def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:
     the file and the step. A torn last line is ignored when reading."""
     if not rows:
         return
-    path = run_dir(out, run_id) / "metrics.jsonl"
+    path = run_dir(out, run_id) / METRICS
     previous = last_step(path)
     for row in rows:
         if previous is not None and row["step"] <= previous:
@@ -74,7 +67,7 @@ def append_metrics(out: Path, run_id: str, rows: list[dict[str, Any]]) -> None:
 
 def finish_run(out: Path, run_id: str, summary: dict[str, Any]) -> None:
     """summary.json is written last: its presence is what marks the run as done."""
-    write_json(run_dir(out, run_id) / "summary.json", summary)
+    write_json(run_dir(out, run_id) / SUMMARY, summary)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -106,7 +99,7 @@ def parse_metrics(text: str, path: Any) -> list[dict[str, Any]]:
 def _repair_hint(path: Any) -> str:
     """'; `scaling repair OUT` ...' for a run's metrics.jsonl (OUT/runs/<run_id>/)."""
     path = Path(path)
-    if path.parent.parent.name != "runs" or not path.is_file():
+    if path.parent.parent.name != RUNS or not path.is_file():
         return ""
     return f"; `scaling repair {path.parents[2]}` keeps one clean pass (docs/results-format.md)"
 
@@ -132,16 +125,16 @@ def load(out: str | Path) -> list[dict[str, Any]]:
     """Finished runs as plain records: {'run_id', 'config', 'summary', 'metrics'}, sorted by id;
     from runs/, else from the folder's run archive (scaling.store.archive) where it has one."""
     records = []
-    if not any(Path(out).glob("runs/*/summary.json")) and archive.has_archive(out):
+    if not any(runs_dir(out).glob(f"*/{SUMMARY}")) and archive.has_archive(out):
         return archive.records(out, parse_metrics)
-    for folder in sorted((Path(out) / "runs").glob("*")):
-        summary = folder / "summary.json"
+    for folder in sorted(runs_dir(out).glob("*")):
+        summary = folder / SUMMARY
         if not summary.is_file():
             continue
         records.append({"run_id": folder.name,
-                        "config": json.loads((folder / "config.json").read_text()),
+                        "config": json.loads((folder / RUN_CONFIG).read_text()),
                         "summary": json.loads(summary.read_text()),
-                        "metrics": read_metrics(folder / "metrics.jsonl")})
+                        "metrics": read_metrics(folder / METRICS)})
     return records
 
 
@@ -164,13 +157,11 @@ def training_seconds(records: list[dict[str, Any]]) -> float:
 
 def read_summary(out: Path, run_id: str) -> dict[str, Any] | None:
     """A run's summary, or None while it is not done."""
-    path = run_dir(out, run_id) / "summary.json"
+    path = run_dir(out, run_id) / SUMMARY
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 # ---------------------------------------------------------------- the sweep's own files
-
-ARITHMETIC = "arithmetic.json"  # each batch size's run arithmetic, as the sweep planned it
 
 
 def read_arithmetic(out: Path) -> list[dict[str, Any]] | None:
@@ -181,8 +172,6 @@ def read_arithmetic(out: Path) -> list[dict[str, Any]] | None:
 
 
 # ---------------------------------------------------------------- records of the grid's growth
-
-ROUNDS = "rounds.json"
 
 
 def read_records(out: Path, name: str) -> list[dict[str, Any]]:
@@ -249,8 +238,8 @@ def frame(out: str | Path) -> Any:
         raise ImportError("scaling.store.frame needs pandas, which scaling does not install; "
                           "pip install pandas (or use scaling.store.load for plain records)") from None
     rows = []
-    for folder in sorted((Path(out) / "runs").glob("*")):
-        summary = folder / "summary.json"
+    for folder in sorted(runs_dir(out).glob("*")):
+        summary = folder / SUMMARY
         if summary.is_file():
             rows.append(_flatten(json.loads(summary.read_text())))
     return pd.DataFrame(rows)
