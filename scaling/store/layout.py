@@ -59,14 +59,15 @@ def run_dir(out: str | Path, run_id: str) -> Path:
     return runs_dir(out) / run_id
 
 
-def checkpoints_dir(out: str | Path) -> Path:
-    """Every group's checkpoints: searched for the group holding given runs."""
-    return Path(out) / CHECKPOINTS
-
-
 def checkpoint_dir(out: str | Path, group: str) -> Path:
     """Where a group's mid-run checkpoints live while it trains (scaling.train.checkpoint)."""
-    return checkpoints_dir(out) / group
+    return Path(out) / CHECKPOINTS / group
+
+
+def group_run_lists(out: str | Path) -> list[Path]:
+    """The run list of every group whose checkpoints are kept, sorted: how a branch or a
+    cooldown finds the saved state of given runs."""
+    return sorted((Path(out) / CHECKPOINTS).glob(f"*/{GROUP_RUNS}"))
 
 
 def cell_folder(name: str) -> str:

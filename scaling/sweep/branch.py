@@ -31,6 +31,7 @@ from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.config import arithmetic
 from scaling.config.optimizer_rules import rule_values
+from scaling.store import layout
 from scaling.store.records import run_config, run_summary
 from scaling.sweep import batches, group as group_mod, progress
 from scaling.sweep.branch_plan import Branch, BranchPlan, branch_plan
@@ -46,7 +47,6 @@ from scaling.train.spec import GroupSpec, RunSpec, group_spec
 from scaling.train.step import RunState
 
 log = logging.getLogger(__name__)
-BASE, BRANCHES = "base", "branches"
 
 
 def base_config(cfg: Config, bplan: BranchPlan) -> Config:
@@ -64,7 +64,7 @@ def from_run(cfg: Config, run_dir: Path) -> Config:
     reproduces the run (training is deterministic; `check_base` compares the two), with its
     state saved at the points. The run's task, model, optimizer, schedule and budget must be
     the config's: give the sweep's own sweep.yaml as the config."""
-    path = Path(run_dir) / "config.json"
+    path = Path(run_dir) / layout.RUN_CONFIG
     if not path.is_file():
         raise ConfigError(f"--base-run: {run_dir} holds no config.json; expected a run folder of "
                           "a sweep, e.g. OUT/runs/bs32-lr0.05-seed0")
@@ -94,9 +94,10 @@ def check_base(p: "PreparedBranch", run_dir: Path) -> str:
     width rounds differently, so about 1e-6 is expected; much more means the run was trained
     by other code or on other devices)."""
     (base,) = p.base.planned
-    theirs = {r["step"]: r.get("eval_loss") for r in store.read_metrics(Path(run_dir) / "metrics.jsonl")}
+    theirs = {r["step"]: r.get("eval_loss")
+              for r in store.read_metrics(Path(run_dir) / layout.METRICS)}
     mine = {r["step"]: r.get("eval_loss")
-            for r in store.read_metrics(store.run_dir(p.base.out, base.run_id) / "metrics.jsonl")}
+            for r in store.read_metrics(store.run_dir(p.base.out, base.run_id) / layout.METRICS)}
     common = [s for s in sorted(theirs) if s in mine and theirs[s] and mine[s]]
     if not common:
         return f"the base shares no evaluation step with {run_dir}"
@@ -133,7 +134,7 @@ class PreparedBranch:
 
 def _check_plan(out: Path, bplan: BranchPlan, force: bool) -> None:
     """Refuse a folder whose base was saved at other points or with another window."""
-    path = out / "plan.json"
+    path = out / layout.BRANCH_PLAN
     if force or not path.is_file():
         return
     there = json.loads(path.read_text())
@@ -153,7 +154,7 @@ def prepare(cfg: Config, out: str | Path, force: bool = False) -> PreparedBranch
     runs_axis, data_shards = config_mod.validate_devices(cfg, jax.device_count())
     bplan = branch_plan(cfg, data_shards)
     _check_plan(out, bplan, force)
-    base = prepare_sweep(base_config(cfg, bplan), out / BASE, force=force)
+    base = prepare_sweep(base_config(cfg, bplan), layout.base_dir(out), force=force)
     spec, arith = base.specs[bplan.base_batch]
     base.specs[bplan.base_batch] = (
         spec.replace(evaluation={"at": tuple(bplan.base_eval_steps())}), arith)
@@ -172,10 +173,10 @@ def run(cfg: Config, out: str | Path, force: bool = False, quiet: bool = False,
     p = prepare(cfg, out, force)
     if is_leader():
         p.out.mkdir(parents=True, exist_ok=True)
-        store.atomic_write(p.out / "branch.yaml", config_mod.to_yaml(cfg))
-        store.write_json(p.out / "plan.json", p.plan.base_record())
+        store.atomic_write(p.out / layout.BRANCH_YAML, config_mod.to_yaml(cfg))
+        store.write_json(p.out / layout.BRANCH_PLAN, p.plan.base_record())
         p.base.out.mkdir(exist_ok=True)
-        store.atomic_write(p.base.out / "sweep.yaml", config_mod.to_yaml(p.base.cfg))
+        store.atomic_write(p.base.out / layout.SWEEP_YAML, config_mod.to_yaml(p.base.cfg))
     session = Session(p.base, quiet, None, shown)
     try:
         _train_base(p, session, wait)
@@ -216,7 +217,7 @@ class _Branches:
         self.programs: dict[int, GroupProgram] = {}
         self.states: dict[int, tuple[RunState, dict[str, int]]] = {}
         self.base_runs = {r.spec.seed: r for r in p.base.planned}
-        self.folder = p.out / BRANCHES
+        self.folder = layout.branches_dir(p.out)
         self.claims = GroupClaims(self.folder)
         self.tokens_per_example = self.ctx.task.tokens_per_example(p.cfg.task.options)
         self.outlet = group_mod.Outlet(self.folder, session.trackers, session.hooks, self.claims,
@@ -232,7 +233,7 @@ class _Branches:
         slot in it (runs stopped before the point have none)."""
         if point not in self.states:
             restored = []
-            for listing in sorted(store.checkpoint_dir(self.p.base.out, "").glob("*/runs.json")):
+            for listing in layout.group_run_lists(self.p.base.out):
                 ck = GroupCheckpoints(listing.parent, 0, True, (point,))
                 start = ck.restore(self.base_program, [], self.ctx.data, self.ctx.eval_data,
                                    step=point)
@@ -340,7 +341,8 @@ def describe(p: PreparedBranch) -> str:
     """The --dry-run report: the plan and what is done; nothing written."""
     base_done = sum(store.is_done(p.base.out, r.run_id) for r in p.base.planned)
     groups = p.plan.groups()
-    done = sum(all(store.is_done(p.out / BRANCHES, b.run_id) for b in runs) for _, _, runs in groups)
+    done = sum(all(store.is_done(layout.branches_dir(p.out), b.run_id) for b in runs)
+               for _, _, runs in groups)
     arith = arithmetic.format_table([p.base.specs[p.plan.base_batch][1]])
     return "\n".join([p.plan.describe(), *_rule_lines(p), "", arith, "",
                       f"base runs: {base_done} of {len(p.base.planned)} done; branch groups: "

@@ -18,6 +18,7 @@ from typing import Any
 
 from scaling import store
 from scaling.config import ConfigError
+from scaling.store import layout
 from scaling.sweep import group as group_mod
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.prepare import Prepared
@@ -98,7 +99,7 @@ def stable_state(out: Path, program: GroupProgram, run_ids: list[str], step: int
     """The saved states at `step` of every stable group holding some of `run_ids`, side by
     side, and each running run's slot (a ConfigError where one is missing)."""
     wanted, restored = set(run_ids), []
-    for listing in sorted(store.checkpoint_dir(out, "").glob("*/runs.json")):
+    for listing in layout.group_run_lists(out):
         there = json.loads(listing.read_text())
         if not wanted & set(there):
             continue

@@ -16,6 +16,7 @@ from typing import Any
 
 from scaling import store
 from scaling.config.arithmetic import Arithmetic
+from scaling.store import layout
 from scaling.sweep import cooldown_start, group as group_mod, progress
 from scaling.sweep.grid import PlannedRun
 from scaling.sweep.session import Session
@@ -124,7 +125,7 @@ def _checkpoints(session: Session, program: GroupProgram, group: list[PlannedRun
     folder = store.checkpoint_dir(session.p.out, group_key(program, group))
     if at_steps and is_leader():
         folder.mkdir(parents=True, exist_ok=True)
-        store.write_json(folder / "runs.json", [r.run_id for r in group])
+        store.write_json(folder / layout.GROUP_RUNS, [r.run_id for r in group])
     return GroupCheckpoints(folder, cfg.train.checkpoint_minutes, cfg.train.keep_checkpoints,
                             at_steps)
 

@@ -20,6 +20,7 @@ from scaling import config as config_mod, store
 from scaling.config import Config, ConfigError
 from scaling.config.arithmetic import Arithmetic
 from scaling.errors import need
+from scaling.store import layout
 from scaling.sweep import grid, neighbours, search
 from scaling.sweep.grid import PlannedRun, Unit, expand
 from scaling.sweep.stopping import axes_key
@@ -72,7 +73,7 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, An
 
 def check_folder(cfg: Config, out: Path, force: bool) -> None:
     """Refuse to mix runs of a different task, model, optimizer, schedule or budget into `out`."""
-    path = out / "sweep.yaml"
+    path = out / layout.SWEEP_YAML
     if not path.is_file() or force:
         return
     differ = _differences(yaml.safe_load(path.read_text()) or {}, config_mod.to_dict(cfg))

@@ -20,6 +20,7 @@ from scaling import config as config_mod, store
 from scaling.config import Config
 from scaling.config import optimizer_rules
 from scaling.config.arithmetic import for_config, format_table
+from scaling.store import layout
 from scaling.store.cost import cost, cost_line
 from scaling.sweep import batches, memory_plan, neighbours, progress, search, segments
 from scaling.sweep.grid import PlannedRun, Unit, expand
@@ -30,7 +31,6 @@ from scaling.train.mesh import is_leader
 from scaling.train.sinks import Sink
 
 log = logging.getLogger(__name__)
-MEMORY_PLAN = "memory_plan.json"  # the settings a sweep given train.memory_limit_gb chose
 
 
 def describe(p: Prepared) -> str:
@@ -122,9 +122,9 @@ def run(cfg: Config, out: str | Path, batch_sizes: list[int] | None = None, forc
     if is_leader():
         p.out.mkdir(parents=True, exist_ok=True)
         if p.memory_plan is not None:
-            store.write_json(p.out / MEMORY_PLAN, p.memory_plan)
-        store.atomic_write(p.out / "sweep.yaml", config_mod.to_yaml(cfg))
-        store.write_json(p.out / store.ARITHMETIC, [
+            store.write_json(p.out / layout.MEMORY_PLAN, p.memory_plan)
+        store.atomic_write(p.out / layout.SWEEP_YAML, config_mod.to_yaml(cfg))
+        store.write_json(p.out / layout.ARITHMETIC, [
             (p.specs[b][1] if b in p.specs else for_config(cfg, b, p.data_shards)).to_dict()
             for b in cfg.batch.sizes])
     session = Session(p, quiet, hooks, shown)

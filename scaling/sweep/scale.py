@@ -32,6 +32,7 @@ from scaling.config import Config
 from scaling.config.arithmetic import for_config
 from scaling.config.scale import Cell, cells as scale_cells
 from scaling.formatting import number, text_table
+from scaling.store import layout
 from scaling.store.cells import TOKENS_PER_PARAM_FLOPS, cell_entry, write_cells
 from scaling.sweep import grid, runner
 from scaling.sweep.prepare import Prepared, prepare
@@ -168,7 +169,7 @@ def write_parent(cfg: Config, out: str | Path, cells: list[ScaleCell], source: s
     made the cells)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    store.atomic_write(out / "sweep.yaml", config_mod.to_yaml(cfg))
+    store.atomic_write(out / layout.SWEEP_YAML, config_mod.to_yaml(cfg))
     task = task_class(cfg.task.name)
     per = {task.tokens_per_example(c.cfg.task.options) for c in cells}
     write_cells(out, [c.entry for c in cells], "sequences" if per != {None} else "examples",

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from scaling import store
 from scaling.config import Config
 from scaling.config.schema import WandbConfig
+from scaling.store import layout
 from scaling.train.sinks import Records, Sink
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def open_trackers(cfg: Config, out: Path) -> list[Tracker]:
     """The trackers `cfg.log` turns on (none by default)."""
     trackers: list[Tracker] = []
     if cfg.log.tensorboard:
-        trackers.append(TensorBoard(out / "tensorboard"))
+        trackers.append(TensorBoard(out / layout.TENSORBOARD))
     if cfg.log.wandb.project is not None:
         trackers.append(WandB(cfg.log.wandb, cfg.name, out))
     return trackers
