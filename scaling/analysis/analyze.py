@@ -24,7 +24,7 @@ from scaling.config import AnalysisConfig, ConfigError, parse_target
 from scaling.config.names import INTERVAL_METHODS, LR_SELECTIONS, REACH_RULES
 from scaling.config.targets import FIRST, Reach
 from scaling.errors import need
-from scaling.store import finite
+from scaling.store import finite, layout
 from scaling.store.cost import cost
 
 
@@ -32,7 +32,7 @@ from scaling.store.cost import cost
 
 
 def _sweep_yaml(out: Path) -> dict:
-    path = out / "sweep.yaml"
+    path = out / layout.SWEEP_YAML
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 

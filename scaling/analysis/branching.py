@@ -32,7 +32,7 @@ from scaling.analysis import intervals
 from scaling.analysis.points import median_positive
 from scaling.analysis.curves import b_noise_at, b_simple_at
 from scaling.config import ConfigError
-from scaling.store import finite
+from scaling.store import finite, layout
 
 TOLERANCES = (0.01, 0.02, 0.05, 0.1, 0.2)  # also read at these, to show how much rests on it
 
@@ -158,13 +158,13 @@ def _num(value: float) -> float | None:
 
 
 def is_branch_folder(out: str | Path) -> bool:
-    return (Path(out) / "branch.yaml").is_file()
+    return (Path(out) / layout.BRANCH_YAML).is_file()
 
 
 def read_settings(out: Path) -> tuple[dict, dict]:
     """(the base plan of plan.json, the branch section's reading settings) of a branch folder."""
-    plan = json.loads((out / "plan.json").read_text())
-    cfg = yaml.safe_load((out / "branch.yaml").read_text()) or {}
+    plan = json.loads((out / layout.BRANCH_PLAN).read_text())
+    cfg = yaml.safe_load((out / layout.BRANCH_YAML).read_text()) or {}
     section = cfg.get("branch") or {}
     settings = {"tolerance": section.get("tolerance", 0.01),
                 "metric": section.get("metric", "eval_loss"),
@@ -179,14 +179,16 @@ def analyze_branches(out: str | Path, bootstrap: int = 1000, seed: int = 0) -> d
     """The analysis.json of a `scaling branch` folder: per point, the local critical batch
     size against the base's noise scales."""
     out = Path(out)
-    if not is_branch_folder(out) or not (out / "plan.json").is_file():
+    if not is_branch_folder(out) or not (out / layout.BRANCH_PLAN).is_file():
         raise ConfigError(f"{out}: not a folder written by scaling branch (no branch.yaml and "
                           "plan.json)")
     plan, settings = read_settings(out)
-    base = {r["config"]["seed"]: r["metrics"] for r in store.load(out / "base")}
+    base = {r["config"]["seed"]: r["metrics"] for r in store.load(layout.base_dir(out))}
     if not base:
-        raise ConfigError(f"{out}/base: holds no finished base run; run scaling branch first")
-    branches = store.load(out / "branches") if (out / "branches" / "runs").is_dir() else []
+        raise ConfigError(f"{layout.base_dir(out)}: holds no finished base run; run scaling "
+                          "branch first")
+    folder = layout.branches_dir(out)
+    branches = store.load(folder) if layout.runs_dir(folder).is_dir() else []
     points = [analyze_point(base, branches, p, plan, settings, bootstrap,
                             np.random.default_rng([seed, i]))
               for i, p in enumerate(plan["points"])]

@@ -24,9 +24,9 @@ from scaling.analysis.sections import (Cost, FixedBudget, HyperRules, Identifica
                                       NoiseScaleFit, NoiseScales, OptimumFalls, PowerLaw,
                                       RuleEntry, ScalarPoint, ScalarRule, SurgeFit, Throughput)
 from scaling.errors import ConfigError
+from scaling.store import layout
 
 VERSION = 2
-FILE = "analysis.json"
 
 
 class Sweep(TypedDict):
@@ -285,7 +285,7 @@ def write(out: str | Path, analysis: dict[str, Any]) -> Path:
     analysis is checked against the contract first."""
     if analysis.get("kind") is None:
         check(analysis)
-    path = Path(out) / FILE
+    path = Path(out) / layout.ANALYSIS
     store.write_json(path, analysis)
     return path
 
@@ -293,9 +293,9 @@ def write(out: str | Path, analysis: dict[str, Any]) -> Path:
 def read(out: str | Path) -> dict[str, Any]:
     """A folder's analysis.json; a ConfigError naming the file when it is missing, unreadable
     or of another version."""
-    path = Path(out) / FILE
+    path = Path(out) / layout.ANALYSIS
     if not path.is_file():
-        raise ConfigError(f"{out}: holds no {FILE}; run scaling analyze {out} first")
+        raise ConfigError(f"{out}: holds no {layout.ANALYSIS}; run scaling analyze {out} first")
     try:
         analysis = json.loads(path.read_text())
     except json.JSONDecodeError as err:

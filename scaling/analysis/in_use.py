@@ -13,6 +13,7 @@ from typing import Any
 
 from scaling.analysis.branching import is_branch_folder
 from scaling.errors import ConfigError
+from scaling.store import layout
 from scaling.store.cells import is_cells_folder, read_cells
 from scaling.store.claims import Holder, in_use, live_claims
 
@@ -21,7 +22,8 @@ def _folders(out: Path) -> dict[str, Path]:
     """The folders whose groups are claimed, by the prefix their claims are named with: the
     folder itself; a branch folder's base and branches; a multi-cell folder's cells."""
     if is_branch_folder(out):
-        return {"base/": out / "base", "branches/": out / "branches"}
+        return {f"{layout.BASE}/": layout.base_dir(out),
+                f"{layout.BRANCHES}/": layout.branches_dir(out)}
     if is_cells_folder(out):
         return {f"{c['folder']}/": out / c["folder"] for c in read_cells(out)["cells"]}
     return {"": out}

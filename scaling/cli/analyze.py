@@ -17,6 +17,7 @@ from scaling.analysis.cells import analyze_cells
 from scaling.cli.parser import UsageError
 from scaling.config.targets import Reach
 from scaling.report import branch_report, cells_report, markdown, sheet, views
+from scaling.store import layout
 from scaling.store.archive import has_archive
 from scaling.store.cells import is_cells_folder
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if is_cells_folder(out):
         return analyze_cells_folder(out, args.bootstrap, args.json, args.quiet, args.view,
                                     args.metric, args.partial)
-    if not (out / "runs").is_dir() and not has_archive(out):
+    if not layout.runs_dir(out).is_dir() and not has_archive(out):
         raise UsageError(f"{args.dir}: not a results folder (no runs/ nor runs.tar.xz inside); "
                          "expected the --out folder of scaling sweep or scaling train")
     reach = None
@@ -55,7 +56,7 @@ def after_training(out: Path, partial: bool, analyse: Callable[[], int]) -> int:
 def _sweep_drawing(out: Path, result: dict, records: list[dict]
                    ) -> Callable[[], tuple[list[Path], Path]]:
     def draw() -> tuple[list[Path], Path]:
-        drawn = views.write_figures(result, records, out / "figures")
+        drawn = views.write_figures(result, records, out / layout.FIGURES_DIR)
         return drawn, markdown.write(out, result, drawn)
 
     return draw
@@ -91,7 +92,7 @@ def analyze_cells_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
         _write(folder, result, _sweep_drawing(folder, result, loaded[cell["name"]]))
 
     def draw() -> tuple[list[Path], Path]:
-        drawn = cells_report.write_figures(parent, out / "figures")
+        drawn = cells_report.write_figures(parent, out / layout.FIGURES_DIR)
         return drawn, cells_report.write(out, parent, drawn)
 
     return _publish(out, parent, draw, cells_report.summary_table, as_json, quiet)
@@ -105,7 +106,7 @@ def analyze_branch_folder(out: Path, bootstrap: int, as_json: bool, quiet: bool,
     result = in_use.mark(analyze_branches(out, bootstrap), groups)
 
     def draw() -> tuple[list[Path], Path]:
-        drawn = branch_report.write_figures(result, out / "figures")
+        drawn = branch_report.write_figures(result, out / layout.FIGURES_DIR)
         return drawn, branch_report.write(out, result, drawn)
 
     return _publish(out, result, draw, branch_report.summary_table, as_json, quiet)
@@ -115,8 +116,8 @@ def _write(out: Path, result: dict, draw: Callable[[], tuple[list[Path], Path]])
     """analysis.json, then the figures and report.md (`draw`), figures.pdf and index.html."""
     written = [contract.write(out, result)]
     drawn, report = draw()
-    pdf = sheet.write_pdf(drawn, out / "figures.pdf")
-    page = sheet.write_html(report, out / "index.html")
+    pdf = sheet.write_pdf(drawn, out / layout.FIGURES_PDF)
+    page = sheet.write_html(report, out / layout.INDEX_HTML)
     return written + drawn + [report] + ([pdf] if pdf else []) + [page]
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from scaling import store
+from scaling.store import layout
 from scaling.store.archive import has_archive
 from scaling.analysis import contract, in_use
 from scaling.analysis.analyze import analyze
@@ -18,7 +19,7 @@ def _sweep(folder: str, label: str, partial: bool) -> compare.Sweep:
     live processes train in it, unless `partial`. A folder that kept only its analysis.json (a
     committed study) compares without the noise-scale figure, which needs the runs' metrics."""
     path = Path(folder)
-    saved, runs = path / "analysis.json", path / "runs"
+    saved, runs = path / layout.ANALYSIS, layout.runs_dir(path)
     if not saved.is_file() and not runs.is_dir():
         raise UsageError(f"{folder}: not a results folder (neither runs/ nor analysis.json "
                          "inside); expected the --out folder of scaling sweep")

@@ -11,7 +11,7 @@ from scaling.analysis import in_use
 from scaling.formatting import interval, markdown_table, number, percent
 from scaling.report.style import (OKABE_ITO, batch_axis, batch_colours, figure, legend,
                                   log_limits, mark, proxy, save)
-from scaling.store import atomic_write
+from scaling.store import atomic_write, layout
 from scaling.store.rows import positive
 
 CAPTIONS = {
@@ -217,7 +217,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     for path in figures:
         rel = Path(os.path.relpath(Path(path), out)).as_posix()
         lines += [f"![{Path(path).stem}]({rel})", "", CAPTIONS.get(Path(path).stem, ""), ""]
-    path = out / "report.md"
+    path = out / layout.REPORT
     atomic_write(path, "\n".join(lines).rstrip() + "\n")
     return path
 

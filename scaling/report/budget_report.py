@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from scaling.formatting import estimate, markdown_table, number
+from scaling.store import layout
 
 LANDSCAPE_CAPTION = ("The final metric over learning rate x batch size (filled contours, mean "
                      "over seeds; values worse than the 70th percentile share the last "
@@ -110,7 +111,7 @@ def section(analysis: dict) -> list[str]:
 def import_lines(out: Path) -> list[str]:
     """report.md's description of an imported folder, from its sweep.yaml `import` section
     (nothing for a folder a sweep trained)."""
-    path = Path(out) / "sweep.yaml"
+    path = Path(out) / layout.SWEEP_YAML
     record = (yaml.safe_load(path.read_text()) or {}).get("import") if path.is_file() else None
     if not record:
         return []

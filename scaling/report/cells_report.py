@@ -11,7 +11,7 @@ from scaling.analysis import in_use
 from scaling.formatting import (count, estimate, interval, markdown_table, number, text_table,
                                 unpinned)
 from scaling.report import budget_report, law_figures
-from scaling.store import atomic_write
+from scaling.store import atomic_write, layout
 
 LAW_NAMES = {"learning_rate": "optimal learning rate eta*",
              "batch_size": "optimal batch size B_opt", "loss": "final metric at the optimum",
@@ -162,7 +162,7 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     for path in figures:
         rel = Path(os.path.relpath(path, out)).as_posix()
         lines += [f"![{Path(path).stem}]({rel})", "", CAPTIONS.get(Path(path).stem, ""), ""]
-    target = out / "report.md"
+    target = out / layout.REPORT
     atomic_write(target, "\n".join(lines).rstrip() + "\n")
     return target
 

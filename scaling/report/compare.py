@@ -22,7 +22,7 @@ from scaling.report.figures import best_runs
 from scaling.report.noise_figure import loss_key, noise_series
 from scaling.report.figure_data import b_crit_reading
 from scaling.report.style import band, batch_axis, colour, figure, geom, legend, mark, save
-from scaling.store import atomic_write
+from scaling.store import atomic_write, layout
 from scaling.store.rows import positive
 
 
@@ -194,10 +194,11 @@ def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
     """The figures (on the first compared target) and report.md under `out`."""
     out = Path(out)
     name = names[0]
-    drawn = [steps_vs_batch(sweeps, name, out / "figures" / "steps_vs_batch.png"),
-             examples_vs_steps(sweeps, name, out / "figures" / "examples_vs_steps.png"),
-             lr_vs_batch(sweeps, name, out / "figures" / "lr_vs_batch.png"),
-             noise_vs_loss(sweeps, out / "figures" / "noise_vs_loss.png")]
+    figures = out / layout.FIGURES_DIR
+    drawn = [steps_vs_batch(sweeps, name, figures / "steps_vs_batch.png"),
+             examples_vs_steps(sweeps, name, figures / "examples_vs_steps.png"),
+             lr_vs_batch(sweeps, name, figures / "lr_vs_batch.png"),
+             noise_vs_loss(sweeps, figures / "noise_vs_loss.png")]
     drawn = [p for p in drawn if p is not None]
     lines = ["# Comparison: " + ", ".join(s.label for s in sweeps), ""]
     lines += [line for s in sweeps for line in in_use.note(s.analysis, s.label)]
@@ -208,7 +209,7 @@ def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
     lines += [f"- {s.label}: {(s.analysis.get('lr_rules') or {}).get('summary') or 'not computed'}"
               for s in sweeps]
     lines += ["", f"## Figures ({name})", ""]
-    lines += [f"![{p.stem}](figures/{p.name})\n" for p in drawn]
-    report = out / "report.md"
+    lines += [f"![{p.stem}]({layout.FIGURES_DIR}/{p.name})\n" for p in drawn]
+    report = out / layout.REPORT
     atomic_write(report, "\n".join(lines).rstrip() + "\n")
     return drawn + [report]

@@ -20,7 +20,7 @@ from scaling.config.names import OPTIMIZER_TABLE
 from scaling.config.optimizer_rules import weight_decay_tau
 from scaling.formatting import count, markdown_table, number, percent
 from scaling.report import answer, budget_report, views
-from scaling.store import atomic_write, read_arithmetic
+from scaling.store import atomic_write, layout, read_arithmetic
 
 
 # ---------------------------------------------------------------- the sweep in brief
@@ -108,7 +108,7 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
         return lines + imported + [f"- runs analysed: {number(sw.get('num_runs'))} ({statuses})",
                                    ""]
     try:
-        cfg = load_folder(out / "sweep.yaml")
+        cfg = load_folder(out / layout.SWEEP_YAML)
     except ConfigError as err:
         cfg = None
         lines += [f"(sweep.yaml could not be read: {err})", ""]
@@ -165,6 +165,6 @@ def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
     lines += views.sections(analysis)
     lines += _throughput(analysis)
     lines += _figures(out, figures)
-    path = out / "report.md"
+    path = out / layout.REPORT
     atomic_write(path, "\n".join(lines).rstrip() + "\n")
     return path

@@ -12,6 +12,7 @@ from scaling.cli.launchers import refuse_others_options
 from scaling.cli.launchers.work import SplitWork
 from scaling.cli.main import main
 from scaling.config import ConfigError
+from scaling.store import layout
 from scaling.sweep import launch, watch
 
 
@@ -41,7 +42,7 @@ def submit(work: SplitWork, args: argparse.Namespace) -> int:
     jobs = launch.task_count(args.jobs, work.groups)
     if args.jobs is not None and jobs < args.jobs:
         print(f"note: --jobs {args.jobs}: the grid has {jobs} groups; submitting {jobs} tasks")
-    folder = Path(args.slurm_folder or out / "slurm")
+    folder = Path(args.slurm_folder or out / layout.SLURM)
     flags = launch.task_flags(args.force, args.quiet, args.compile_cache, args.no_compile_cache,
                               args.wait or args.no_analyze)
     argvs = launch.shard_argvs(args.config, args.overrides, out, jobs, flags)
