@@ -1,11 +1,12 @@
 """Every file and folder name of a results folder, defined once (docs/results-format.md).
 
 Others read these folders (notebooks, plots, other tools), so the names are a contract: every
-module that joins a path inside a results folder takes the name from here. Three kinds of
-folder share them: a sweep folder (runs/ and the sweep's own files), a multi-cell folder
-(cells.json and one sweep folder per cell under cells/) and a branch folder (branch.yaml,
-plan.json, the base's sweep folder in base/ and the branches' runs under branches/). Imports
-nothing heavy, so the jax-free commands read it too.
+module that joins a path inside a results folder takes the name from here (tests/test_layout.py
+fails on one spelled out in a path elsewhere). Three kinds of folder share them: a sweep
+folder (runs/ and the sweep's own files), a multi-cell folder (cells.json and one sweep folder
+per cell under cells/) and a branch folder (branch.yaml, plan.json, the base's sweep folder in
+base/ and the branches' runs under branches/). Imports nothing heavy, so the jax-free commands
+read it too.
 """
 
 from __future__ import annotations
