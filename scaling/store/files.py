@@ -1,6 +1,7 @@
 """Whole files written atomically (a temporary name in the same folder, fsync, the mode an
-ordinary write would give, rename: scaling.tasks.storage.write_atomically); and JSON without
-NaN (non-finite floats become null)."""
+ordinary write would give, rename: scaling.tasks.storage.write_atomically, which lives in the
+tasks layer because the data cache and the engine's checkpoints, below the store, write
+through it too); and JSON without NaN (non-finite floats become null)."""
 
 from __future__ import annotations
 
