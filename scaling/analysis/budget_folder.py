@@ -2,7 +2,8 @@
 The folder is one cell (a model size N and a budget D), measured by
 scaling.analysis.budget_cell; its laws are empty (one cell fits none: a parent folder of
 several cells fits them, scaling.analysis.cells). It builds on the steps view (each target's
-B_crit beside the cell's optimum); registered in scaling.analysis.views.
+B_crit beside the cell's optimum). Its `VIEW` is registered in scaling.config.names.VIEW_TABLE,
+its report in scaling.report.budget_report.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import numpy as np
 
 from scaling.analysis.budget_cell import analyze_cell
 from scaling.analysis.laws import fit_laws
-from scaling.analysis.view import Added, Folder
+from scaling.analysis.sections import FixedBudget
+from scaling.analysis.steps_view import VIEW as STEPS
+from scaling.analysis.view import Added, Folder, View
 from scaling.formatting import interval, number, text_table
 from scaling.store import finite
 
@@ -120,3 +123,7 @@ def summary_lines(analysis: dict) -> list[str]:
         f"{' (at the ' + opt['at_edge'] + ' edge)' if opt['at_edge'] else ''}, learning rate "
         f"{number(opt['learning_rate'], 4)} {interval(opt['learning_rate_ci'])}, "
         f"{cell['metric']} {number(opt['value'], 4)}"]
+
+
+VIEW = View("fixed_budget", analyse, {"fixed_budget": FixedBudget}, summary_lines,
+            builds_on=(STEPS,))

@@ -9,7 +9,8 @@ S_min and its identification (scaling.analysis.fit), the scaling regimes of Shal
 fewest mean steps, the definition most papers used. Then the learning-rate rules against the
 measured optima, and the batch-size schedules against the fixed batch sizes. Its sections are
 the contract's Analysis (every analysis.json holds them; with no targets they are empty);
-registered in scaling.analysis.views.
+its `VIEW` is registered in scaling.config.names.VIEW_TABLE, its report in
+scaling.report.steps_report.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from scaling.analysis.schedules import analyze_schedules, summary_lines as sched
 from scaling.analysis.table import (LRCurve, lr_curves, run_table, unreached_lines,
                                     unreached_reason)
 from scaling.analysis.tradeoff import regimes
-from scaling.analysis.view import Added, Folder
+from scaling.analysis.view import Added, Folder, View
 from scaling.config import parse_target
 from scaling.config.names import OPTIMIZER_TABLE
 from scaling.formatting import estimate, number, text_table
@@ -145,3 +146,6 @@ def summary_lines(analysis: dict) -> list[str]:
         if analysis.get(rules):
             lines.append(analysis[rules]["summary"])
     return lines + schedule_lines(analysis.get("schedules") or [])
+
+
+VIEW = View("steps", analyse, {}, summary_lines)

@@ -1,11 +1,13 @@
-"""The one small interface every analysis view meets (their registry: scaling.analysis.views).
+"""The one small interface every analysis view meets (their registry: the view lines of
+scaling.config.names.VIEW_TABLE, read by scaling.analysis.views and scaling.report.views).
 
 A view is a way of reading a results folder: the steps view (steps to each target, the S(B)
-fit, B_crit) and the fixed-budget view (the final metric at the budget, its optima). Each is
-a module with an `analyse` function; the registry names it, with the analysis.json sections
-it adds, its lines of the terminal digest, and whether it reads every run at its budget. A
-view that builds on another (the fixed-budget view reads the steps view's B_crit) is read
-after it, on the sections it wrote. `Folder` is what `scaling.analysis.analyze` reads once
+fit, B_crit) and the fixed-budget view (the final metric at the budget, its optima). Its module
+holds `VIEW`, a `View`: its `analyse` function, the analysis.json sections it adds and its lines
+of the terminal digest; and `REPORT`, a `ViewReport`: its part of report.md and its figures,
+in the same module or, for a report that needs the report layer, in the one its registry line
+names. A view that builds on another (the fixed-budget view reads the steps view's B_crit) is
+read after it, on the sections it wrote. `Folder` is what `scaling.analysis.analyze` reads once
 and hands to every view, so a view reads no files of its own.
 """
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from scaling.config.names import VIEW_TABLE
 from scaling.config.targets import Reach
 
 
@@ -47,18 +50,22 @@ class Added(NamedTuple):
 
 @dataclass(frozen=True, eq=False)  # compared by identity: one View may go by two names
 class View:
-    """One view: its `analyse` (the folder, and the sections the views before it wrote ->
-    what it adds), the top-level sections it adds beyond the contract's Analysis with their
-    types (scaling.analysis.contract checks them), its lines of the terminal digest, whether
-    it reads every run at its budget (then runs do not stop at their targets, and targets are
-    optional), and the views it builds on (read first)."""
+    """One view: its name in the registry, its `analyse` (the folder, and the sections the
+    views before it wrote -> what it adds), the top-level sections it adds beyond the
+    contract's Analysis with their types (scaling.analysis.contract checks them), its lines of
+    the terminal digest, and the views it builds on (read first)."""
 
     name: str
     analyse: Callable[[Folder, dict], Added]
     sections: dict[str, type]
     summary: Callable[[dict], list[str]]
-    at_budget: bool
     builds_on: tuple[View, ...] = ()
+
+    @property
+    def at_budget(self) -> bool:
+        """Whether it reads every run at its budget, as its registry line says (the config
+        reads it there, without the analysis)."""
+        return VIEW_TABLE[self.name].at_budget
 
     def chain(self) -> list[View]:
         """The views to read, in order: those it builds on, then itself."""
@@ -68,3 +75,18 @@ class View:
         """Whether an analysis.json holds this view's sections (the steps view's are in every
         one: they are the contract's Analysis)."""
         return all(key in analysis for key in self.sections)
+
+
+Figure = Callable[[dict, list[dict], Path], "Path | None"]
+
+
+@dataclass(frozen=True)
+class ViewReport:
+    """A view in report.md: its sections, its sentences among the notes, its figures by file
+    name (each draws from analysis.json and the runs into a path, or returns None without
+    data) and their captions by file stem (scaling.report.views reads them)."""
+
+    section: Callable[[dict], list[str]]
+    conclusion: Callable[[dict], list[str]]
+    figures: dict[str, Figure]
+    captions: dict[str, str]

@@ -1,37 +1,27 @@
-"""The analysis views, a registry: each accepted name of analysis.view (and `scaling analyze
---view`) -> its View (scaling.analysis.view). A new view is a module with its `analyse` and
-terminal lines, a View here and its report's entry in scaling.report.views; the config's
-names (scaling.config.names.VIEWS, which cannot import the analysis) are held to these keys
-by tests/test_views.py.
+"""The analysis's reading of the view registry (scaling.config.names.VIEW_TABLE): each name
+analysis.view and `scaling analyze --view` accept -> the `VIEW` of the module its line names
+(scaling.analysis.view), imported when first read. A new view is its module and its line
+there; the contract's optional sections and the terminal digest follow from it.
 """
 
 from __future__ import annotations
 
-from scaling.analysis import budget_folder, steps_view
-from scaling.analysis.sections import FixedBudget
+import importlib
+
 from scaling.analysis.view import View
+from scaling.config.names import VIEW_TABLE
 from scaling.errors import need
-
-STEPS = View("steps", steps_view.analyse, {}, steps_view.summary_lines, at_budget=False)
-FIXED_BUDGET = View("fixed_budget", budget_folder.analyse, {"fixed_budget": FixedBudget},
-                    budget_folder.summary_lines, at_budget=True, builds_on=(STEPS,))
-
-REGISTRY: dict[str, View] = {
-    "steps": STEPS,
-    "fixed_budget": FIXED_BUDGET,
-    "both": FIXED_BUDGET,  # the same reading, named for a folder that has targets too
-}
 
 
 def get(name: str) -> View:
     """The view of that name; a ConfigError naming the accepted ones otherwise."""
-    need(name in REGISTRY, "analysis.view", name, f"one of {', '.join(REGISTRY)}")
-    return REGISTRY[name]
+    need(name in VIEW_TABLE, "analysis.view", name, f"one of {', '.join(VIEW_TABLE)}")
+    return importlib.import_module(VIEW_TABLE[name].module).VIEW
 
 
 def distinct() -> list[View]:
     """Every registered view once (a view may go by two names), in the registry's order."""
-    return list(dict.fromkeys(REGISTRY.values()))
+    return list(dict.fromkeys(get(name) for name in VIEW_TABLE))
 
 
 def present(analysis: dict) -> list[View]:

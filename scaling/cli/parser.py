@@ -10,7 +10,8 @@ import argparse
 from typing import Any, Callable
 
 from scaling.cli.launchers import DEFAULT as DEFAULT_LAUNCHER, LAUNCHERS
-from scaling.config.names import INTERVAL_METHODS, LR_SELECTIONS, REACH_RULES, SCHEDULES, VIEWS
+from scaling.config.names import (INTERVAL_METHODS, LR_SELECTIONS, REACH_RULES, SCHEDULES,
+                                   VIEW_TABLE)
 from scaling.errors import ConfigError
 from scaling.store.imports import UNITS as IMPORT_UNITS
 from scaling.sweep.grid import parse_shard
@@ -217,8 +218,8 @@ def add_analyze(sub: Any) -> None:
     p.add_argument("--interval", choices=INTERVAL_METHODS,
                    help="how intervals resample the seeds: jackknife (leave one out, Student's "
                         "t) or percentile (bootstrap) (default: the sweep's analysis.interval)")
-    p.add_argument("--view", choices=VIEWS, help="steps (to targets), fixed_budget (final "
-                   "metric at the budget) or both (default: the sweep's analysis.view)")
+    p.add_argument("--view", choices=list(VIEW_TABLE), help="steps (to targets), fixed_budget "
+                   "(final metric at the budget) or both (default: the sweep's analysis.view)")
     p.add_argument("--metric", help="the fixed-budget view's metric (default: the sweep's "
                    "analysis.metric, else eval_loss)")
     p.add_argument("--json", action="store_true", help="print analysis.json instead of the table")

@@ -3,11 +3,11 @@
 Every mistake a user can make in a config is caught here, before any compute, with one message
 that names the key, the bad value and what would be accepted. The modules: `schema` (the
 dataclasses; the batch section's in `batch`), `load` (parsing and overrides), `validate` and
-`validate_batch` (the checks), `names` (the accepted names), `arithmetic` (steps, examples,
-tokens, warm-up), `learning_rates` (each batch size's learning rates and the schedules'
-multiplier), `optimizer` and `optimizer_rules` (the optimizer section and its batch-size
-rules), `scale` (scale axes) and `targets` (what reaching a target means). The names below are
-the public surface.
+`validate_batch` (the checks), `names` (the accepted names, and the analysis views' registry),
+`arithmetic` (steps, examples, tokens, warm-up), `learning_rates` (each batch size's learning
+rates and the schedules' multiplier), `optimizer` and `optimizer_rules` (the optimizer section
+and its batch-size rules), `scale` (scale axes) and `targets` (what reaching a target means).
+The names below are the public surface.
 """
 
 from scaling.config.learning_rates import centered_lr, learning_rates

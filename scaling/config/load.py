@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from scaling.config.names import BUDGET_VIEWS
+from scaling.config.names import budget_views
 from scaling.config.schema import Config, ModelConfig, TaskConfig
 from scaling.config.validate import validate
 from scaling.errors import ConfigError, need
@@ -163,7 +163,7 @@ def from_dict(data: dict) -> Config:
          "it into each cell's sweep.yaml)")
     cfg = build(Config, data, "")
     cfg.task, cfg.model, cfg.scale, cfg.cell = task, model, scale, cell
-    if cfg.analysis.view in BUDGET_VIEWS:  # such a view reads every run at its budget
+    if cfg.analysis.view in budget_views():  # such a view reads every run at its budget
         cfg.train.stop_at_targets = False
     validate(cfg)
     return cfg

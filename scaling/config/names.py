@@ -1,5 +1,6 @@
 """The names a config may use, kept once: the config validates against them, the CLI offers
-them as choices, and the code that implements each one is keyed by them."""
+them as choices, and the code that implements each one is keyed by them (the analysis views
+name their modules here, `VIEW_TABLE`: the one registry of views, which every layer reads)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,43 @@ HYPERPARAMS: dict[str, tuple[str, ...]] = {k: o.hyperparams for k, o in OPTIMIZE
 OPTIMIZER_AXES: tuple[str, ...] = tuple(sorted(
     {name for o in OPTIMIZER_TABLE.values() for name in o.hyperparams} - {"learning_rate"}))
 
+
+@dataclass(frozen=True)
+class ViewEntry:
+    """An analysis view as the registry names it, by import path so that the config reads it
+    without importing the analysis: the module holding its `VIEW` (scaling.analysis.view), the
+    one holding its `REPORT` when that is another (a report that draws figures needs the report
+    layer, which the analysis cannot import), and whether it reads every run at its budget (its
+    final analysis.metric: runs then do not stop at their targets, and targets are optional)."""
+
+    module: str
+    at_budget: bool
+    report: str | None = None
+
+    @property
+    def report_module(self) -> str:
+        return self.report or self.module
+
+
+_FIXED_BUDGET = ViewEntry("scaling.analysis.budget_folder", at_budget=True,
+                          report="scaling.report.budget_report")
+# The analysis views, the one place they are named: analysis.view and `scaling analyze --view`
+# accept its keys; the analysis (scaling.analysis.views) and the report (scaling.report.views)
+# import each module when they read it. `both` names the fixed-budget view, for a folder that
+# has targets too.
+VIEW_TABLE: dict[str, ViewEntry] = {
+    "steps": ViewEntry("scaling.analysis.steps_view", at_budget=False,
+                       report="scaling.report.steps_report"),
+    "fixed_budget": _FIXED_BUDGET,
+    "both": _FIXED_BUDGET,
+}
+
+
+def budget_views() -> tuple[str, ...]:
+    """The views that read every run at its budget, as their registry lines say."""
+    return tuple(name for name, entry in VIEW_TABLE.items() if entry.at_budget)
+
+
 SCHEDULES = ("constant", "linear", "cosine", "wsd")
 DECAY_SHAPES = ("linear", "cosine", "sqrt")  # a wsd schedule's decay (schedule.decay_shape)
 WSD_DECAY_FRACTION = 0.2  # schedule.decay_fraction when a wsd schedule gives none
@@ -55,10 +93,6 @@ METRICS = ("train_loss", "eval_loss", "eval_accuracy")
 LR_SELECTIONS = ("min", "crossfit")
 INTERVAL_METHODS = ("jackknife", "pooled", "percentile")  # analysis.interval: how seeds are resampled
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target
-VIEWS = ("steps", "fixed_budget", "both")  # analysis.view: scaling.analysis.views.REGISTRY's keys
-# the views that read every run at its budget (its final analysis.metric): runs do not stop at
-# their targets, and the targets are optional (each View's at_budget; a test holds them equal)
-BUDGET_VIEWS = ("fixed_budget", "both")
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
 WANDB_MODES = ("online", "offline")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaling.config.load import from_dict, to_dict
-from scaling.config.names import BUDGET_VIEWS
+from scaling.config.names import budget_views
 from scaling.config.schema import Config
 from scaling.errors import ConfigError, need
 from scaling.formatting import short_number
@@ -144,9 +144,9 @@ def cells(cfg: Config) -> list[Cell]:
     scale = axes(cfg)
     need(isinstance(scale, dict) and len(scale) > 0, "scale", scale,
          "a mapping of config keys to lists of values")
-    need(cfg.analysis.view in BUDGET_VIEWS, "analysis.view", cfg.analysis.view,
-         f"{' or '.join(BUDGET_VIEWS)} with a scale section (the laws across cells read every run at "
-         "its budget)")
+    need(cfg.analysis.view in budget_views(), "analysis.view", cfg.analysis.view,
+         f"{' or '.join(budget_views())} with a scale section (the laws across cells read every "
+         "run at its budget)")
     tree = to_dict(cfg)
     tree["budget"]["cooldowns"] = None  # a cell is one budget
     for key, values in scale.items():

@@ -38,8 +38,8 @@ def _validate_reached(cfg: Config) -> None:
          cfg.analysis.lr_selection, f"one of {', '.join(names.LR_SELECTIONS)}")
     need(cfg.analysis.interval in names.INTERVAL_METHODS, "analysis.interval",
          cfg.analysis.interval, f"one of {', '.join(names.INTERVAL_METHODS)}")
-    need(cfg.analysis.view in names.VIEWS, "analysis.view", cfg.analysis.view,
-         f"one of {', '.join(names.VIEWS)}")
+    need(cfg.analysis.view in names.VIEW_TABLE, "analysis.view", cfg.analysis.view,
+         f"one of {', '.join(names.VIEW_TABLE)}")
 
 
 def _validate_lr(lr: LearningRateConfig, sizes: list[int]) -> None:
@@ -199,7 +199,7 @@ def _validate_targets(cfg: Config, task: Any) -> None:
         metric, _, _ = parse_target(text)
         need(metric in reported, "targets", text,
              f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
-    if cfg.analysis.view in names.BUDGET_VIEWS:
+    if cfg.analysis.view in names.budget_views():
         need(cfg.analysis.metric in reported, "analysis.metric", cfg.analysis.metric,
              f"a metric task {cfg.task.name} reports: {', '.join(reported)}")
 
@@ -339,8 +339,8 @@ def _validate_cooldowns(cfg: Config) -> None:
     need(cfg.optimizer.weight_decay_rule != "timescale", "budget.cooldowns", c,
          "unset with optimizer.weight_decay_rule: timescale (its weight decay depends on the "
          "budget, so the budgets could not share their stable runs)")
-    need(cfg.analysis.view in names.BUDGET_VIEWS, "analysis.view", cfg.analysis.view,
-         f"{' or '.join(names.BUDGET_VIEWS)} with budget.cooldowns (each budget is read at its "
+    need(cfg.analysis.view in names.budget_views(), "analysis.view", cfg.analysis.view,
+         f"{' or '.join(names.budget_views())} with budget.cooldowns (each budget is read at its "
          "end)")
     need(not cfg.scale, "budget.cooldowns", c, "unset with a scale section (not supported yet: "
          "give each model size its own config)")

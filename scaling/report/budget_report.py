@@ -1,5 +1,6 @@
-"""report.md's fixed-budget section (read from analysis.json's `fixed_budget`), and the lines
-that describe an imported folder's source in place of a config."""
+"""report.md's fixed-budget section (read from analysis.json's `fixed_budget`): `REPORT`, the
+fixed-budget view's report, which its registry line names (scaling.config.names.VIEW_TABLE);
+and the lines that describe an imported folder's source in place of a config."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from scaling.analysis.view import ViewReport
 from scaling.formatting import estimate, markdown_table, number
+from scaling.report import budget_figures
 from scaling.store import layout
 
 LANDSCAPE_CAPTION = ("The final metric over learning rate x batch size (filled contours, mean "
@@ -126,3 +129,6 @@ def import_lines(out: Path) -> list[str]:
             f"- columns: {columns or 'by their own names'}",
             f"- runs: {number(record.get('runs'))}",
             f"- command: `{record.get('command')}`"]
+
+
+REPORT = ViewReport(section, conclusion, budget_figures.FIGURES, {"landscape": LANDSCAPE_CAPTION})

@@ -1,6 +1,7 @@
 """The steps view's part of report.md: how steps to target are read, the trade-off fits, each
 batch size's best learning rate, the other definitions of B_crit, the schedules, the rules,
-and the notes written from each target's numbers; registered in scaling.report.views.
+and the notes written from each target's numbers: `REPORT`, the steps view's report, which its
+registry line names (scaling.config.names.VIEW_TABLE).
 """
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ from __future__ import annotations
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.intervals import describe, identify
 from scaling.analysis.table import unreached_lines
+from scaling.analysis.view import ViewReport
 from scaling.formatting import bound, estimate, interval, markdown_table, number
-from scaling.report import answer
+from scaling.report import answer, figures
+from scaling.report.captions import CAPTIONS
 from scaling.report.crossing import crossing_lines
 from scaling.report.hyper_rules import hyper_rules_section
 from scaling.report.lr_rules import lr_conclusion, lr_rules_section
@@ -206,3 +209,6 @@ def conclusion(analysis: dict) -> list[str]:
     """The steps view's notes: each target's, then the learning-rate rules'."""
     return [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)] \
         + lr_conclusion(analysis)
+
+
+REPORT = ViewReport(section, conclusion, figures.FIGURES, CAPTIONS)

@@ -1,47 +1,28 @@
-"""The report's side of the analysis views, a registry: each view's name
-(scaling.analysis.views) -> its report.md sections, its notes, its figures and their captions.
-report.md and the figures of a folder hold those of every view whose sections its
-analysis.json holds; a new view adds its entry here (tests/test_views.py holds the two
-registries to the same views).
+"""The report's reading of the view registry (scaling.config.names.VIEW_TABLE): each view's
+`REPORT` (scaling.analysis.view.ViewReport: its report.md sections, notes, figures and
+captions), from the module its line names, imported when first read. report.md and the
+figures of a folder hold those of every view whose sections its analysis.json holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
 from pathlib import Path
-from typing import Callable
 
 from scaling.analysis import views
-from scaling.report import budget_figures, budget_report, figures, steps_report
-from scaling.report.captions import CAPTIONS
-
-Figure = Callable[[dict, list[dict], Path], "Path | None"]
+from scaling.analysis.view import ViewReport
+from scaling.config.names import VIEW_TABLE
 
 
-@dataclass(frozen=True)
-class ViewReport:
-    """A view in report.md: its sections, its sentences among the notes, its figures (each
-    draws from analysis.json and the runs, or returns None without data) and their
-    captions by file stem."""
-
-    section: Callable[[dict], list[str]]
-    conclusion: Callable[[dict], list[str]]
-    figures: dict[str, Figure]
-    captions: dict[str, str]
-
-
-REPORTS: dict[str, ViewReport] = {
-    "steps": ViewReport(steps_report.section, steps_report.conclusion, figures.FIGURES, CAPTIONS),
-    "fixed_budget": ViewReport(budget_report.section, budget_report.conclusion,
-                               budget_figures.FIGURES,
-                               {"landscape": budget_report.LANDSCAPE_CAPTION}),
-}
+def report(name: str) -> ViewReport:
+    """The report of the view registered as `name`."""
+    return importlib.import_module(VIEW_TABLE[name].report_module).REPORT
 
 
 def present(analysis: dict) -> list[ViewReport]:
     """The reports of the views whose sections an analysis.json holds, in the registry's
     order (the views a view builds on come first)."""
-    return [REPORTS[v.name] for v in views.present(analysis)]
+    return [report(v.name) for v in views.present(analysis)]
 
 
 def sections(analysis: dict) -> list[str]:
@@ -57,15 +38,16 @@ def conclusion(analysis: dict) -> list[str]:
 
 def caption(stem: str) -> str:
     """A figure's caption by its file stem (the stem itself for a figure with none)."""
-    return next((r.captions[stem] for r in REPORTS.values() if stem in r.captions), stem)
+    reports = (report(v.name) for v in views.distinct())
+    return next((r.captions[stem] for r in reports if stem in r.captions), stem)
 
 
 def write_figures(analysis: dict, records: list[dict], folder: Path) -> list[Path]:
     """Every present view's figures whose data exist, written under `folder`; returns the
     paths written."""
     written = []
-    for report in present(analysis):
-        for name, draw in report.figures.items():
+    for each in present(analysis):
+        for name, draw in each.figures.items():
             path = draw(analysis, records, Path(folder) / name)
             if path is not None:
                 written.append(path)
