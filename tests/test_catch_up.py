@@ -77,6 +77,17 @@ def test_a_seed_that_never_catches_up_leaves_no_mean():
     assert got["interval"]["why"] == "some seed never caught up within the budget"
 
 
+def test_a_fixed_run_that_stopped_before_the_catch_up_is_not_read_not_never():
+    """Seed 1's fixed run stops at 1,500 examples, before its scheduled run (decaying over
+    500 examples, within 1% from 2,200) comes within 1% of it: that seed is not read."""
+    mine, theirs = _records({0: 500, 1: 500})
+    theirs[1]["metrics"] = [r for r in theirs[1]["metrics"] if r["examples"] <= 1500]
+    got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
+    assert got["examples"] is None and got["per_seed"] == {"0": 1200, "1": None}
+    assert got["interval"]["why"].startswith("not read at seed 1: the fixed batch 64 run stopped "
+                                             "at 1,500 examples")
+
+
 def test_a_switch_schedules_analysis_gives_its_catch_up(tmp_path):
     cfg = config(NQM, "budget.max_steps=null", "budget.max_examples=16000", "seeds=[0, 1]",
                  "eval.every=10", "batch.sizes=[8, 64]", "learning_rate.values=[0.1, 0.3]",

@@ -54,6 +54,26 @@ def seed_catch_up(mine: list[dict], theirs: list[dict], start: int, metric: str,
     return None
 
 
+def _last(rows: list[dict], metric: str) -> float:
+    """The examples of a run's last row that holds `metric` (0 without one)."""
+    return max((r["examples"] for r in rows if r.get(metric) is not None), default=0)
+
+
+def _why_none(paired: list[tuple[int, dict, dict]], per_seed: dict[str, float | None],
+              final_batch: int, metric: str) -> str:
+    """Why a schedule has no mean catch-up: a fixed run that stopped (its targets read) before
+    the scheduled run's last evaluation cannot say whether it caught up, which is not the same
+    as never catching up."""
+    stopped = [(s, _last(f["metrics"], metric)) for s, r, f in paired if per_seed[str(s)] is None
+               and _last(f["metrics"], metric) < _last(r["metrics"], metric)]
+    if not stopped:
+        return "some seed never caught up within the budget"
+    return (f"not read at seed {', '.join(str(s) for s, _ in stopped)}: the fixed batch "
+            f"{final_batch} run stopped at {', '.join(f'{int(n):,}' for _, n in stopped)} "
+            "examples (its targets read), before the scheduled run caught up; "
+            "train.stop_at_targets: false trains it to the budget")
+
+
 def catch_up(scheduled: list[dict], fixed: list[dict], lr: float | None, final_batch: int,
              fixed_lr: float | None, metric: str) -> dict[str, Any] | None:
     """A schedule's `catch_up` entry, None where its runs never change batch size.
@@ -70,13 +90,15 @@ def catch_up(scheduled: list[dict], fixed: list[dict], lr: float | None, final_b
         return {**entry, "switch_examples": None, "examples": None, "examples_ci": None,
                 "per_seed": {}, "interval": intervals.none(
                     f"no fixed run at batch {final_batch} reached the target to set it against")}
-    per_seed = {str(s): seed_catch_up(r["metrics"], theirs[s]["metrics"], starts[s], metric)
-                for s, r in sorted(mine.items()) if s in theirs and starts[s] is not None}
+    paired = [(s, r, theirs[s]) for s, r in sorted(mine.items())
+              if s in theirs and starts[s] is not None]
+    per_seed = {str(s): seed_catch_up(r["metrics"], f["metrics"], starts[s], metric)
+                for s, r, f in paired}
     values = [v for v in per_seed.values() if v is not None]
     both = len(values) == len(per_seed) and len(values) > 0
     mean = float(np.mean(values)) if both else None
     ci, record = None, intervals.none(intervals.ONE_SEED if len(per_seed) < 2 else
-                                      "some seed never caught up within the budget")
+                                      _why_none(paired, per_seed, final_batch, metric))
     if both and len(values) >= 2:
         replicates = [float(np.mean(values[:i] + values[i + 1:])) for i in range(len(values))]
         ci = intervals.from_replicates(mean, replicates, "jackknife", len(values), log=False)
