@@ -60,3 +60,18 @@ def test_check_names_a_missing_key():
     del target["b_simple"]
     with pytest.raises(ValueError, match=r"\['b_simple'\] are missing"):
         contract.check(target, contract.Target, "t")
+
+
+def test_filled_reads_the_keys_an_older_file_lacks_as_empty():
+    target = _minimal_target()
+    for key in ("crossing", "unreached_reasons", "b_simple_precond"):
+        del target[key]
+    target["points"] = [{"batch_size": 16, "steps": 40.0}]
+    older = {"version": 2, "targets": [target], "lr_rules": None}
+    analysis = contract.filled(older)
+    contract.check(analysis)
+    t, point = analysis["targets"][0], analysis["targets"][0]["points"][0]
+    assert analysis["runs"] == [] and analysis["cost"] is None and t["crossing"] is None
+    assert t["unreached_reasons"] == {} and point["num_censored"] == 0
+    assert point["censored_below_best"] is False and point["optimum"] is None
+    assert "crossing" not in older["targets"][0], "the caller's analysis is left as it was"
