@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from scaling.analysis import views
+from scaling.analysis import contract, views
+from scaling.analysis.contract import Analysis
 from scaling.report import budget_figures, budget_report, figures, steps_report
 from scaling.report.captions import CAPTIONS
 
-Figure = Callable[[dict, list[dict], Path], "Path | None"]
+Figure = Callable[[Analysis, list[dict], Path], "Path | None"]
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,8 @@ class ViewReport:
     draws from analysis.json and the runs, or returns None without data) and their
     captions by file stem."""
 
-    section: Callable[[dict], list[str]]
-    conclusion: Callable[[dict], list[str]]
+    section: Callable[[Analysis], list[str]]
+    conclusion: Callable[[Analysis], list[str]]
     figures: dict[str, Figure]
     captions: dict[str, str]
 
@@ -38,19 +39,19 @@ REPORTS: dict[str, ViewReport] = {
 }
 
 
-def present(analysis: dict) -> list[ViewReport]:
+def present(analysis: Analysis) -> list[ViewReport]:
     """The reports of the views whose sections an analysis.json holds, in the registry's
     order (the views a view builds on come first)."""
     return [REPORTS[v.name] for v in views.present(analysis)]
 
 
-def sections(analysis: dict) -> list[str]:
+def sections(analysis: Analysis) -> list[str]:
     """Every present view's report.md sections, a view's own before those of the views it
     builds on (the fixed-budget reading leads, the steps view's detail follows)."""
     return [line for r in reversed(present(analysis)) for line in r.section(analysis)]
 
 
-def conclusion(analysis: dict) -> list[str]:
+def conclusion(analysis: Analysis) -> list[str]:
     """Every present view's sentences for the notes, in the registry's order."""
     return [s for r in present(analysis) for s in r.conclusion(analysis)]
 
@@ -62,8 +63,8 @@ def caption(stem: str) -> str:
 
 def write_figures(analysis: dict, records: list[dict], folder: Path) -> list[Path]:
     """Every present view's figures whose data exist, written under `folder`; returns the
-    paths written."""
-    written = []
+    paths written. The analysis is read through the contract (contract.filled)."""
+    analysis, written = contract.filled(analysis), []
     for report in present(analysis):
         for name, draw in report.figures.items():
             path = draw(analysis, records, Path(folder) / name)
