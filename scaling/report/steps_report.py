@@ -99,8 +99,8 @@ def _fits(analysis: Analysis) -> list[str]:
 
 def _definitions(analysis: Analysis) -> list[str]:
     """B_crit by the other definitions beside E_min / S_min, and the power law across targets."""
-    shown = [d for d in DEFINITIONS if any(t.get(d.key) for t in analysis["targets"])]
-    targets = [t for t in analysis["targets"] if all(t.get(d.key) for d in shown)]
+    shown = [d for d in DEFINITIONS if any(t[d.key] for t in analysis["targets"])]
+    targets = [t for t in analysis["targets"] if all(t[d.key] for d in shown)]
     if not shown or not targets:
         return []
     header = ["target", "E_min / S_min"] + [name for d in shown for name, _ in d.columns]
