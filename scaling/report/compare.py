@@ -42,7 +42,7 @@ class Sweep:
 def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
     """The targets to compare on: `target` if given (every sweep must have it), else the
     targets all sweeps share when their target lists are the same."""
-    names = {s.label: [t["name"] for t in s.analysis.get("targets") or []] for s in sweeps}
+    names = {s.label: [t["name"] for t in s.analysis["targets"]] for s in sweeps}
     if target is not None:
         for label, have in names.items():
             if target not in have:
@@ -61,12 +61,12 @@ def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
 
 def _points(sweep: Sweep, name: str) -> list[dict]:
     return sorted((p for p in sweep.target(name).get("points") or []
-                   if positive(p.get("steps"))), key=lambda p: p["batch_size"])
+                   if positive(p["steps"])), key=lambda p: p["batch_size"])
 
 
 def _fit(sweep: Sweep, name: str) -> dict | None:
     fit = sweep.target(name).get("fit")
-    return fit if fit and positive(fit.get("s_min")) and positive(fit.get("e_min")) else None
+    return fit if fit and positive(fit["s_min"]) and positive(fit["e_min"]) else None
 
 
 def _figure(title: str) -> tuple[Any, Any]:
@@ -84,8 +84,8 @@ def _finish(fig: Any, ax: Any, path: Path) -> Path:
 def _dots(ax: Any, xs: list[float], ys: list[float], pts: list[dict], c: Any, label: str,
           fmt: str = "o") -> None:
     """A sweep's points, those whose best rate is at an edge of the rates tried as such."""
-    plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p.get("at_edge")]
-    edge = [(x, y) for x, y, p in zip(xs, ys, pts) if p.get("at_edge")]
+    plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p["at_edge"]]
+    edge = [(x, y) for x, y, p in zip(xs, ys, pts) if p["at_edge"]]
     ax.plot(*zip(*plain) if plain else ([], []), fmt, color=c, label=label, zorder=3, ms=5,
             lw=0.8)
     if edge:
@@ -106,10 +106,10 @@ def steps_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
         if not fit:
             continue
         curve = lambda b: fit["s_min"] + fit["e_min"] / b  # noqa: E731
-        shown = estimate(fit["b_crit"], fit.get("b_crit_ci"), fit.get("identification"))
+        shown = estimate(fit["b_crit"], fit["b_crit_ci"], fit["identification"])
         ax.plot(grid, [curve(b) for b in grid], "-", color=colour(i), lw=1.4,
                 label=f"{s.label} fit: $B_{{crit}}$ {shown}")
-        if fit.get("band"):
+        if fit["band"]:
             band(ax, fit["band"]["batch_sizes"], fit["band"]["low"], fit["band"]["high"],
                  colour(i))
         kind, at = b_crit_reading(fit)
@@ -141,7 +141,7 @@ def examples_vs_steps(sweeps: list[Sweep], name: str, path: Path) -> Path | None
 
 
 def lr_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
-    drawn = [(i, s, [p for p in _points(s, name) if positive(p.get("best_lr"))])
+    drawn = [(i, s, [p for p in _points(s, name) if positive(p["best_lr"])])
              for i, s in enumerate(sweeps)]
     sizes = [p["batch_size"] for _, _, pts in drawn for p in pts]
     if not sizes:
@@ -182,11 +182,11 @@ def table(sweeps: list[Sweep], names: list[str]) -> list[str]:
     for s in sweeps:
         for name in names:
             t = s.target(name)
-            status = (t.get("fit") or {}).get("identification")
-            rows.append([s.label, name, estimate(t.get("b_crit"), t.get("b_crit_ci"), status),
-                         describe(t.get("interval")) if t.get("interval") else "-",
-                         number(t.get("s_min")), number(t.get("e_min")),
-                         number(t.get("b_simple")), number(t.get("b_simple_over_b_crit"))])
+            status = (t["fit"] or {}).get("identification")
+            rows.append([s.label, name, estimate(t["b_crit"], t["b_crit_ci"], status),
+                         describe(t["interval"]) if t["interval"] else "-",
+                         number(t["s_min"]), number(t["e_min"]),
+                         number(t["b_simple"]), number(t["b_simple_over_b_crit"])])
     return markdown_table(header, rows)
 
 
@@ -205,7 +205,7 @@ def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
     lines += [f"| {s.label} | `{s.folder}` |" for s in sweeps]
     lines += ["", "## Critical batch size per sweep and target", ""] + table(sweeps, names)
     lines += ["", "## Learning-rate rules", ""]
-    lines += [f"- {s.label}: {(s.analysis.get('lr_rules') or {}).get('summary') or 'not computed'}"
+    lines += [f"- {s.label}: {(s.analysis['lr_rules'] or {}).get('summary') or 'not computed'}"
               for s in sweeps]
     lines += ["", f"## Figures ({name})", ""]
     lines += [f"![{p.stem}](figures/{p.name})\n" for p in drawn]
