@@ -86,11 +86,11 @@ def ratios_figure(branching: dict, path: Path) -> Path | None:
     colours = batch_colours([p["examples"] for p in points])
     unit = branching.get("unit", "examples")
     for p in points:
-        rows = [(b["batch_size"], b["ratio"]) for b in p["branches"] if positive(b["ratio"])]
+        rows = [(b["batch_size"], b["ratio"]) for b in p["branches"] if positive(b.get("ratio"))]
         if rows:
             ax.plot(*zip(*rows), "o-", color=colours[p["examples"]], ms=4,
                     label=f"at {number(p['examples'])} {unit}")
-        failed = [b["batch_size"] for b in p["branches"] if not positive(b["ratio"])]
+        failed = [b["batch_size"] for b in p["branches"] if not positive(b.get("ratio"))]
         if failed:
             mark(ax, "diverged", failed, [0.95] * len(failed), colours[p["examples"]],
                  transform=ax.get_xaxis_transform(), clip_on=False)

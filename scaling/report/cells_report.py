@@ -73,7 +73,7 @@ def _argmin(law: Law) -> str:
 
 
 def laws_table(analysis: dict) -> list[str]:
-    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    laws = analysis["fixed_budget"]["laws"]
     rows = [[LAW_NAMES.get(name, name), _coefficient(law),
              _exponent(law, "params"), _non_embedding(law), _exponent(law, "tokens"),
              _alone(law, "tokens"), _argmin(law), number(law["rms_log_residual"]),
@@ -96,7 +96,7 @@ def _coefficient(law: Law) -> str:
 def _law_notes(analysis: dict) -> list[str]:
     """Per law: its exponents printed as bounds and why, why it has no interval, and which
     B_crit readings it left out."""
-    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    laws = analysis["fixed_budget"]["laws"]
     notes = []
     for name, law in laws.items():
         if not law:
@@ -187,7 +187,7 @@ def write_figures(analysis: dict, folder: Path) -> list[Path]:
 
 def summary_table(analysis: dict) -> str:
     """The laws for the terminal, one line each."""
-    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    laws = analysis["fixed_budget"]["laws"]
     rows = [[name, number(law["coefficient"]), _exponent(law, "params"),
              _exponent(law, "tokens"), _alone(law, "tokens")]
             for name, law in laws.items() if law]

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaling.analysis import in_use
+from scaling.analysis import contract, in_use
+from scaling.analysis.contract import Analysis, Fit, Point, Target
 from scaling.analysis.intervals import describe
+from scaling.analysis.sections import LRRules
 from scaling.errors import ConfigError
 from scaling.formatting import estimate, markdown_table, number
 from scaling.report.figures import best_runs
@@ -28,14 +30,18 @@ from scaling.store.rows import positive
 
 @dataclass
 class Sweep:
-    """One finished sweep: its label, folder, analysis.json dict and run records."""
+    """One finished sweep: its label, folder, analysis.json (read through the contract, so
+    every key its types name is there) and run records."""
 
     label: str
     folder: Path
-    analysis: dict
+    analysis: Analysis
     records: list[dict]
 
-    def target(self, name: str) -> dict:
+    def __post_init__(self) -> None:
+        self.analysis = contract.filled(self.analysis)
+
+    def target(self, name: str) -> Target:
         return next(t for t in self.analysis["targets"] if t["name"] == name)
 
 
@@ -59,13 +65,13 @@ def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
     return first
 
 
-def _points(sweep: Sweep, name: str) -> list[dict]:
-    return sorted((p for p in sweep.target(name).get("points") or []
+def _points(sweep: Sweep, name: str) -> list[Point]:
+    return sorted((p for p in sweep.target(name)["points"]
                    if positive(p["steps"])), key=lambda p: p["batch_size"])
 
 
-def _fit(sweep: Sweep, name: str) -> dict | None:
-    fit = sweep.target(name).get("fit")
+def _fit(sweep: Sweep, name: str) -> Fit | None:
+    fit = sweep.target(name)["fit"]
     return fit if fit and positive(fit["s_min"]) and positive(fit["e_min"]) else None
 
 
@@ -81,7 +87,7 @@ def _finish(fig: Any, ax: Any, path: Path) -> Path:
     return save(fig, path)
 
 
-def _dots(ax: Any, xs: list[float], ys: list[float], pts: list[dict], c: Any, label: str,
+def _dots(ax: Any, xs: list[float], ys: list[float], pts: list[Point], c: Any, label: str,
           fmt: str = "o") -> None:
     """A sweep's points, those whose best rate is at an edge of the rates tried as such."""
     plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p["at_edge"]]
@@ -182,12 +188,16 @@ def table(sweeps: list[Sweep], names: list[str]) -> list[str]:
     for s in sweeps:
         for name in names:
             t = s.target(name)
-            status = (t["fit"] or {}).get("identification")
+            status = t["fit"] and t["fit"]["identification"]
             rows.append([s.label, name, estimate(t["b_crit"], t["b_crit_ci"], status),
                          describe(t["interval"]) if t["interval"] else "-",
                          number(t["s_min"]), number(t["e_min"]),
                          number(t["b_simple"]), number(t["b_simple_over_b_crit"])])
     return markdown_table(header, rows)
+
+
+def _rules_summary(rules: LRRules | None) -> str:
+    return (rules and rules["summary"]) or "not computed"
 
 
 def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
@@ -205,8 +215,7 @@ def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
     lines += [f"| {s.label} | `{s.folder}` |" for s in sweeps]
     lines += ["", "## Critical batch size per sweep and target", ""] + table(sweeps, names)
     lines += ["", "## Learning-rate rules", ""]
-    lines += [f"- {s.label}: {(s.analysis['lr_rules'] or {}).get('summary') or 'not computed'}"
-              for s in sweeps]
+    lines += [f"- {s.label}: {_rules_summary(s.analysis['lr_rules'])}" for s in sweeps]
     lines += ["", f"## Figures ({name})", ""]
     lines += [f"![{p.stem}](figures/{p.name})\n" for p in drawn]
     report = out / "report.md"

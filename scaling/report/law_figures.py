@@ -117,7 +117,7 @@ def _panel(ax: Any, cells: list[dict], law: Law | None, key: str, factor: float,
         if law:
             _law_line(ax, law, n, [_budget(c) for c in cells], colour(i), factor)
     extra = []
-    alone = ((law or {}).get("alone") or {}).get("tokens")
+    alone = law["alone"].get("tokens") if law else None
     if key == "batch_size" and alone and alone.get("coefficient") is not None:
         _law_line(ax, {"coefficient": alone["coefficient"],
                        "exponents": {"tokens": alone["exponent"]}}, None,
