@@ -305,13 +305,14 @@ def _fill(value: dict[str, Any], section: type) -> None:
             _fill(inner, kind)
 
 
-def filled(analysis: dict[str, Any]) -> Analysis:
-    """A copy of an analysis holding every key the types name, the report's one way in: a
-    file written before a key existed reads it as empty (_empty; a section as None), so the
-    report subscripts what the contract names and a committed older file still renders."""
-    value = copy.deepcopy(analysis)
-    _fill(value, Analysis)
-    return typing.cast(Analysis, value)
+def filled(value: dict[str, Any], section: type = Analysis) -> Any:
+    """A copy of an analysis (or of one of its sections) holding every key the types name,
+    the report's one way in: a file written before a key existed reads it as empty (_empty;
+    a section as None), so the report subscripts what the contract names and a committed
+    older file still renders."""
+    value = copy.deepcopy(value)
+    _fill(value, section)
+    return value
 
 
 def write(out: str | Path, analysis: dict[str, Any]) -> Path:
