@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from scaling.analysis import contract
 from scaling.analysis.intervals import describe
+from scaling.analysis.sections import LRRules
 from scaling.formatting import estimate, interval, number as num
 from scaling.report.answer import lr_sentence
 from scaling.report.branch_report import point_interval
@@ -540,8 +542,8 @@ def mccandlish_section() -> list[str]:
         lines += ["**B_noise against B_crit** (where a study measures it, from Hessian-vector "
                   "products on a batch independent of the gradients): " + "; ".join(noise)
                   + ". These rest on few Hessian points per run and are the noisiest column.", ""]
-    sentences = [f"- {label}: {text}" for n, label, a in studies
-                 if (text := lr_sentence(a.get("lr_rules") or {}))]
+    sentences = [f"- {label}: {text}" for n, label, a in studies if a.get("lr_rules")
+                 and (text := lr_sentence(contract.filled(a["lr_rules"], LRRules)))]
     if sentences:
         lines += ["**Learning rates**, read from the measured optima (the report's first screen):",
                   ""] + sentences + [""]

@@ -1,6 +1,9 @@
 """The report's first screen: B_crit as an estimate or the bound it is, with what its interval
-resamples, and the learning-rate sentence read from hand-built rule tables."""
+resamples, and the learning-rate sentence read from hand-built rule tables (through
+contract.filled, as the report reads analysis.json)."""
 
+from scaling.analysis import contract
+from scaling.analysis.sections import LRRules
 from scaling.report import answer
 
 SEEDS = {"resamples": "seeds", "method": "jackknife", "level": 0.95, "replicates": 3,
@@ -19,8 +22,8 @@ def _rules() -> dict:
     optima = [{"batch_size": b, "learning_rate": lr} for b, lr in lrs.items()]
     linear = _rows({b: 0.1 * b / 16 / lr for b, lr in lrs.items()})
     sqrt = _rows({b: 0.1 * (b / 16) ** 0.5 / lr for b, lr in lrs.items()})
-    return {"target": "eval_loss<=1.0", "optima": optima, "rules": {"linear": linear,
-                                                                    "sqrt": sqrt}}
+    return contract.filled({"target": "eval_loss<=1.0", "optima": optima,
+                            "rules": {"linear": linear, "sqrt": sqrt}}, LRRules)
 
 
 def test_the_rule_that_holds_longest_and_where_it_stops():
@@ -48,7 +51,7 @@ def test_b_crit_prints_as_a_bound_where_the_runs_do_not_place_it():
          "s_min": 40.0, "e_min": 360000.0, "interval": SEEDS, "regimes": {},
          "fit": {"identification": status, "interval": SEEDS, "s_min_ci": [30.0, 50.0],
                  "e_min_ci": [3e5, 4e5]}}
-    table = "\n".join(answer.section({"targets": [t]}))
+    table = "\n".join(answer.section(contract.filled({"targets": [t]})))
     assert "| eval_loss<=0.7 | > 4,096 | 95% over seeds (jackknife, 3 replicates) | " \
            "40 [30, 50] | 360,000 [300,000, 400,000] |" in table
     assert "9,000" not in table
@@ -60,7 +63,7 @@ def test_one_seed_says_there_is_no_interval():
     t = {"name": "eval_loss<=1.0", "b_crit": 410.0, "b_crit_ci": None, "s_min": 25.0,
          "e_min": 10250.0, "interval": none, "regimes": {"perfect_scaling_until": 128},
          "fit": {"identification": {"identified": True}, "interval": none}}
-    row = answer.section({"targets": [t]})[4]
+    row = answer.section(contract.filled({"targets": [t]}))[4]
     assert row == "| eval_loss<=1.0 | 410 | no interval (one seed) | 25 | 10,250 | 128 |"
 
 
@@ -79,9 +82,10 @@ def test_a_fit_parameter_pushed_to_zero_prints_at_its_bound():
     """adam_surge's easiest target: about 15 steps at every batch size, E_min fits to 5e-15
     (B_crit '< 4'); steps that keep halving push S_min to zero instead."""
     points = [{"batch_size": b, "steps": s} for b, s in ((4, 15.0), (16, 14.5), (64, 14.6))]
-    flat = {"points": points, "s_min": 14.5, "e_min": 5.02e-15, "fit": {}}
+    flat = contract.filled({"points": points, "s_min": 14.5, "e_min": 5.02e-15}, contract.Target)
     assert answer.e_min_text(flat) == "≈ 0 (at its bound)" and answer.s_min_text(flat) == "14.5"
-    halving = {"points": points, "s_min": 1.29e-13, "e_min": 5612.0, "fit": {}}
+    halving = contract.filled({"points": points, "s_min": 1.29e-13, "e_min": 5612.0},
+                              contract.Target)
     assert answer.s_min_text(halving) == "≈ 0 (at its bound)"
     assert answer.e_min_text(halving) == "5,612"
 
@@ -93,7 +97,8 @@ def test_a_fit_parameter_whose_interval_spans_over_1000x_prints_no_ends():
     points = [{"batch_size": b, "steps": s} for b, s in ((16, 692.0), (4096, 31.0))]
     wild = {"points": points, "s_min": 0.129, "e_min": 154.0,
             "fit": {"s_min_ci": [2.51e-11, 6.66e8], "e_min_ci": [2.81e-7, 8.45e10]}}
+    edge = contract.filled({**wild, "fit": {"s_min_ci": [0.01, 10.0]}}, contract.Target)
+    wild = contract.filled(wild, contract.Target)
     assert answer.s_min_text(wild) == "0.129 [interval over 1,000x wide]"
     assert answer.e_min_text(wild) == "154 [interval over 1,000x wide]"
-    edge = {**wild, "fit": {"s_min_ci": [0.01, 10.0]}}
     assert answer.s_min_text(edge) == "0.129 [0.01, 10]"

@@ -14,6 +14,7 @@ import pytest
 
 from scaling import store
 from scaling.analysis import analyze as A
+from scaling.analysis import contract
 from scaling.formatting import number
 from scaling.report import branch_report, cells_report, compare, figures, style, text_check, views
 from scaling.report.noise_figure import noise_scale_vs_loss
@@ -53,14 +54,15 @@ def noise_records() -> list[dict]:
     return out
 
 
-def close_targets() -> list[dict]:
+def close_targets() -> list[contract.Target]:
     targets = []
     for name, b_crit in CLOSE.items():
         metric, value = name.replace(">=", "<=").split("<=")
-        targets.append({"name": name, "metric": metric, "value": float(value),
-                        "op": ">=" if ">=" in name else "<=",
-                        "fit": {"b_crit": b_crit, "b_crit_ci": [0.9 * b_crit, 1.1 * b_crit],
-                                "identification": {"identified": True}}})
+        fit = {"b_crit": b_crit, "b_crit_ci": [0.9 * b_crit, 1.1 * b_crit],
+               "identification": {"identified": True}}
+        targets.append(contract.filled({"name": name, "metric": metric, "value": float(value),
+                                        "op": ">=" if ">=" in name else "<=", "fit": fit},
+                                       contract.Target))
     return targets
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from scaling.analysis import lr_rules
+from scaling.analysis import contract, lr_rules
 from scaling.analysis import intervals
 from scaling.analysis.optima import refine_lr, replicate_optima
 from scaling.analysis.table import LRCurve
@@ -155,8 +155,8 @@ def test_the_report_judges_every_rule_at_every_target_and_says_the_optimum_falls
     targets = [{"name": name, "lr_rules": lr_rules.lr_rules(name, points, grids, 50,
                                                             np.random.default_rng(1), scales)}
                for name in ("eval_loss<=1.0", "eval_loss<=0.5")]
-    analysis = {"targets": targets + [{"name": "eval_loss<=0.1", "lr_rules": None}],
-                "lr_rules": targets[0]["lr_rules"]}
+    analysis = contract.filled({"targets": targets + [{"name": "eval_loss<=0.1", "lr_rules": None}],
+                                "lr_rules": targets[0]["lr_rules"]})
     text = "\n".join(report_rules.lr_rules_section(analysis))
     rows = [line for line in text.splitlines() if line.startswith("| eval_loss")]
     assert len(rows) == 2 * len(lr_rules.RULES) * len(SIZES)
@@ -178,5 +178,6 @@ def test_the_report_reads_an_analysis_from_before_the_rules_were_per_target():
         old.pop(key)
     old["rules"].pop("surge")
     old["summary"] = "Square-root scaling tracks the optimum best."
-    text = "\n".join(report_rules.lr_rules_section({"targets": [{"name": "x"}], "lr_rules": old}))
+    older = contract.filled({"targets": [{"name": "x"}], "lr_rules": old})
+    text = "\n".join(report_rules.lr_rules_section(older))
     assert text.count("| eval_loss<=1.0 |") == 3 * len(SIZES) and "falls" not in text

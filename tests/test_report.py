@@ -1,7 +1,8 @@
 """The report layer (scaling.report: figures, markdown, tables) and `scaling analyze`: figures
 and report.md checked on analysis dicts built from closed forms.
 
-The synthetic analysis follows the analysis.json contract exactly: points lie on
+The synthetic analysis follows the analysis.json contract (what it leaves out read as empty,
+as contract.filled reads an older file): points lie on
 S(B) = S_min + E_min / B, so B_crit = E_min / S_min is known and the report must show it.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.analysis import curves
+from scaling.analysis import contract, curves
 from scaling.config import ConfigError, load, to_yaml
 from scaling.config.arithmetic import for_config
 from scaling.formatting import number
@@ -100,15 +101,16 @@ def synthetic_lr_rules() -> dict:
 
 def synthetic_analysis() -> dict:
     statuses = {"completed": 36, "diverged": 4}
-    return {"version": 2,
-            "reached": {"rule": "smoothed", "window": 1.5,
-                        "definition": "smoothed (mean over step/1.5 .. step*1.5 in log step)"},
-            "lr_selection": "min",
-            "sweep": {"name": "synthetic", "task": "mnist1d", "optimizer": "momentum",
-                      "unit": "examples", "batch_sizes": SIZES, "learning_rates": RATES,
-                      "seeds": SEEDS, "num_runs": 40, "statuses": statuses},
-            "primary_target": "eval_loss<=1.0", "runs": synthetic_runs(),
-            "targets": [synthetic_target(t) for t in TARGETS], "lr_rules": synthetic_lr_rules()}
+    analysis = {"version": 2,
+                "reached": {"rule": "smoothed", "window": 1.5,
+                            "definition": "smoothed (mean over step/1.5 .. step*1.5 in log step)"},
+                "lr_selection": "min",
+                "sweep": {"name": "synthetic", "task": "mnist1d", "optimizer": "momentum",
+                          "unit": "examples", "batch_sizes": SIZES, "learning_rates": RATES,
+                          "seeds": SEEDS, "num_runs": 40, "statuses": statuses},
+                "primary_target": "eval_loss<=1.0", "runs": synthetic_runs(),
+                "targets": [synthetic_target(t) for t in TARGETS], "lr_rules": synthetic_lr_rules()}
+    return contract.filled(analysis)
 
 
 def synthetic_records(with_noise: bool = True) -> list[dict]:
@@ -205,8 +207,8 @@ def test_noise_scale_vs_loss_on_one_run(tmp_path):
               for i, m in enumerate(rec[0]["metrics"])]  # lowest at the 11th row, then rising
     (_, _, losses, _), = noise_series([dict(rec[0], metrics=rising)], "b_simple")
     assert losses[-1] == 2.0 and len(losses) == 11 - 1  # cut at the lowest loss
-    target = {"name": "train_loss<=1.0", "metric": "train_loss", "value": 1.0,
-              "fit": {"b_crit": 64.0, "b_crit_ci": [48.0, 80.0]}}
+    target = contract.filled({"name": "train_loss<=1.0", "metric": "train_loss", "value": 1.0,
+                              "fit": {"b_crit": 64.0, "b_crit_ci": [48.0, 80.0]}}, contract.Target)
     path = figures.noise_scale_vs_loss(rec, tmp_path / "gns.png", targets=[target])
     assert path.read_bytes()[:8] == PNG
     with pytest.raises(ConfigError, match="b_simple"):
@@ -372,17 +374,21 @@ def test_a_b_crit_below_the_smallest_batch_is_not_read_as_a_number():
     """Steps that hardly fall with the batch size fit E_min near zero (adam_surge's 2.8 target:
     about 15 steps at every batch size, B_crit 3.4e-16): the conclusion says B_crit lies below
     the batches tried and draws no ratio to B_simple from it."""
-    flat = {"name": "eval_loss<=2.8", "points": [{"batch_size": b} for b in (4, 16, 64)],
-            "fit": {"rms_log_residual": 0.08}, "b_crit": 3.38e-16, "b_crit_ci": [2e-18, 3.09],
-            "b_simple_over_b_crit": 9e15, "unreached_batch_sizes": []}
+    points = [{"batch_size": b} for b in (4, 16, 64)]
+    flat = contract.filled({"name": "eval_loss<=2.8", "points": points,
+                            "fit": {"rms_log_residual": 0.08}, "b_crit": 3.38e-16,
+                            "b_crit_ci": [2e-18, 3.09], "b_simple_over_b_crit": 9e15,
+                            "first_crossing": {"outside_interval": False}},
+                           contract.Target)
     (line,) = steps_report._target_conclusion(flat)
     assert "B_crit lies below the smallest batch size tried (4; the fit gives" in line
     fine = dict(flat, b_crit=40.0, b_crit_ci=[30.0, 50.0], b_simple_over_b_crit=1.5)
     lines = steps_report._target_conclusion(fine)
     assert lines[0].startswith("For eval_loss<=2.8, B_crit is about 40 [30, 50]: ")
     assert lines[-1] == "B_simple at the crossing is 1.5x B_crit (within an order of magnitude)."
-    beyond = dict(fine, b_crit=900.0, fit={"identification": {
-        "identified": False, "bound": "lower", "at": 64, "why": "beyond the batch sizes fitted"}})
+    beyond = contract.filled(dict(fine, b_crit=900.0, fit={"identification": {
+        "identified": False, "bound": "lower", "at": 64, "why": "beyond the batch sizes fitted"}}),
+        contract.Target)
     (line,) = steps_report._target_conclusion(beyond)
     assert line == ("For eval_loss<=2.8, B_crit is not identified by these runs: > 64 (beyond "
                     "the batch sizes fitted).") and "900" not in line

@@ -2,19 +2,21 @@
 the report and `scaling compare` alike (docs/results-format.md, which a test holds to these
 types). `check` walks an analysis against them: a key the types do not name, or one they name
 that is missing, is an error naming the path, so the file, the code and the docs cannot drift
-apart. The per-target sections of B_crit's other definitions come from
-scaling.analysis.definitions.DEFINITIONS, so a new definition adds its section there; the
-top-level sections of a view beyond the steps view come from its View
-(scaling.analysis.views), so a new view adds its sections there.
+apart. The report reads an analysis through `filled` (and `read`), so every key the types
+name is there and a file written before some of them existed still renders. The per-target
+sections of B_crit's other definitions come from scaling.analysis.definitions.DEFINITIONS, so
+a new definition adds its section there; the top-level sections of a view beyond the steps
+view come from its View (scaling.analysis.views), so a new view adds its sections there.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Iterator, TypedDict
 
 from scaling import store
 from scaling.analysis import views
@@ -249,23 +251,24 @@ def _section(hint: Any) -> type | None:
     return None
 
 
-def _check_value(value: Any, hint: Any, path: str) -> None:
-    """Check a value against its hint: a section, a list of sections, or a dict of lists of
-    them (keyed by name); anything else is plain data."""
+def _sections_in(value: Any, hint: Any, path: str) -> Iterator[tuple[dict, type, str]]:
+    """The sections a value holds directly, with their paths: the value itself where its hint
+    names a section, else the items of a list or a dict of them (keyed by name); anything
+    else is plain data."""
     if value is None:
         return
     section = _section(hint)
     if section is not None:
-        check(value, section, path)
+        yield value, section, path
         return
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     origin = typing.get_origin(hint)
     if origin is list and args:
         for i, item in enumerate(value):
-            _check_value(item, args[0], f"{path}[{i}]")
+            yield from _sections_in(item, args[0], f"{path}[{i}]")
     elif origin is dict and len(args) == 2:
         for key, item in value.items():
-            _check_value(item, args[1], f"{path}.{key}")
+            yield from _sections_in(item, args[1], f"{path}.{key}")
 
 
 def check(value: dict[str, Any], section: type = Analysis, path: str = "analysis") -> None:
@@ -277,7 +280,39 @@ def check(value: dict[str, Any], section: type = Analysis, path: str = "analysis
                          f"contract, {sorted(want - have)} are missing (scaling.analysis.contract)")
     hints = {**typing.get_type_hints(section), **optional}
     for key in have & set(hints):
-        _check_value(value[key], hints[key], f"{path}.{key}")
+        for inner, kind, where in _sections_in(value[key], hints[key], f"{path}.{key}"):
+            check(inner, kind, where)
+
+
+def _empty(hint: Any) -> Any:
+    """What a key reads as in a file written before it existed: its type's empty value (an
+    empty list or dict, 0, False, ''; a count the file predates counted nothing), None where
+    its type is optional or a section."""
+    origin = typing.get_origin(hint)
+    if origin in (list, dict):
+        return origin()
+    return hint() if hint in (int, float, bool, str) else None
+
+
+def _fill(value: dict[str, Any], section: type) -> None:
+    """Add, in place, every key the section (and the sections it holds) names but `value`
+    lacks, read as empty (_empty)."""
+    hints = {**typing.get_type_hints(section), **optional_keys(section)}
+    for key in sorted(keys(section) - set(value)):
+        value[key] = _empty(hints.get(key))
+    for key in set(value) & set(hints):
+        for inner, kind, _ in _sections_in(value[key], hints[key], key):
+            _fill(inner, kind)
+
+
+def filled(value: dict[str, Any], section: type = Analysis) -> Any:
+    """A copy of an analysis (or of one of its sections) holding every key the types name,
+    the report's one way in: a file written before a key existed reads it as empty (_empty;
+    a section as None), so the report subscripts what the contract names and a committed
+    older file still renders."""
+    value = copy.deepcopy(value)
+    _fill(value, section)
+    return value
 
 
 def write(out: str | Path, analysis: dict[str, Any]) -> Path:
@@ -290,9 +325,9 @@ def write(out: str | Path, analysis: dict[str, Any]) -> Path:
     return path
 
 
-def read(out: str | Path) -> dict[str, Any]:
-    """A folder's analysis.json; a ConfigError naming the file when it is missing, unreadable
-    or of another version."""
+def read(out: str | Path) -> Analysis:
+    """A folder's analysis.json with every key the types name (`filled`); a ConfigError naming
+    the file when it is missing, unreadable or of another version."""
     path = Path(out) / layout.ANALYSIS
     if not path.is_file():
         raise ConfigError(f"{out}: holds no {layout.ANALYSIS}; run scaling analyze {out} first")
@@ -303,4 +338,4 @@ def read(out: str | Path) -> dict[str, Any]:
     if analysis.get("version") != VERSION:
         raise ConfigError(f"{path}: version {analysis.get('version')!r}, expected {VERSION}; "
                           f"run scaling analyze {out} again")
-    return analysis
+    return filled(analysis)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from scaling.analysis.contract import Analysis
 from scaling.formatting import count, number
 from scaling.report.style import RULE_COLOURS, figure, legend, mark, save
 from scaling.store.rows import positive
@@ -18,8 +19,9 @@ CONTOUR_LEVELS = 14
 CLIP_QUANTILE = 0.7  # colours span the best value to this quantile; worse ones share a colour
 
 
-def _cell(analysis: dict) -> dict | None:
-    cells = (analysis.get("fixed_budget") or {}).get("cells") or []
+def _cell(analysis: Analysis) -> dict | None:
+    budget = analysis.get("fixed_budget")
+    cells = budget["cells"] if budget else []
     return cells[0] if len(cells) == 1 and cells[0].get("grid") else None
 
 
@@ -101,7 +103,7 @@ def _rules(ax: Any, cell: dict) -> None:
                     label=f"{name.replace('_', '-')} rule")
 
 
-def landscape(analysis: dict, records: list[dict], path: Path) -> Path | None:
+def landscape(analysis: Analysis, records: list[dict], path: Path) -> Path | None:
     """The final metric over log learning rate x log batch size as filled contours, each batch
     size's optimal learning rate (95% interval), the cell's optimum and the rules."""
     cell = _cell(analysis)
@@ -114,7 +116,7 @@ def landscape(analysis: dict, records: list[dict], path: Path) -> Path | None:
     fb = analysis["fixed_budget"]
     _ticks(ax, [g["learning_rate"] for g in cell["grid"]],
            sorted({g["batch_size"] for g in cell["grid"]}))
-    ax.set(xlabel="learning rate", ylabel=f"batch size ({fb.get('batch_unit', 'examples')})",
+    ax.set(xlabel="learning rate", ylabel=f"batch size ({fb['batch_unit']})",
            title=f"Final {cell['metric']} at the budget" + _budget_text(cell))
     legend(ax, outside=False, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3)
     return save(fig, path)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from scaling.analysis.contract import Analysis
 from scaling.analysis.view import ViewReport
 from scaling.formatting import estimate, markdown_table, number
 from scaling.report import budget_figures
@@ -50,14 +51,14 @@ def optimum_sentence(cell: dict, unit: str) -> str:
             f"({number(best.get('value'), 4)}).")
 
 
-def conclusion(analysis: dict) -> list[str]:
+def conclusion(analysis: Analysis) -> list[str]:
     """The fixed-budget sentences of report.md's conclusion: the optimum, and where the grid's
     edges leave it uncertain."""
     fb = analysis.get("fixed_budget")
-    if not fb or len(fb.get("cells") or []) != 1:
+    if not fb or len(fb["cells"]) != 1:
         return []
     cell = fb["cells"][0]
-    out = [optimum_sentence(cell, fb.get("batch_unit", "examples"))]
+    out = [optimum_sentence(cell, fb["batch_unit"])]
     for edge in ("low", "high"):
         sizes = [str(p["batch_size"]) for p in cell.get("per_batch") or [] if p["at_edge"] == edge]
         if sizes:
@@ -89,12 +90,12 @@ def _rules(cell: dict) -> list[str]:
         ["", rules["summary"], ""]
 
 
-def section(analysis: dict) -> list[str]:
+def section(analysis: Analysis) -> list[str]:
     """report.md's `## Fixed budget` for a folder analysed with that view (else nothing)."""
     fb = analysis.get("fixed_budget")
-    if not fb or len(fb.get("cells") or []) != 1:
+    if not fb or len(fb["cells"]) != 1:
         return []
-    cell, unit = fb["cells"][0], fb.get("batch_unit", "examples")
+    cell, unit = fb["cells"][0], fb["batch_unit"]
     how = cell.get("interval") or {}
     lines = ["## Fixed budget: the final metric at the end of every run", "",
              f"Each run's last {cell['metric']} ({'lower' if cell['lower_is_better'] else 'higher'}"

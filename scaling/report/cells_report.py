@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from scaling.analysis import in_use
+from scaling.analysis.sections import Law
 from scaling.formatting import (count, estimate, interval, markdown_table, number, text_table,
                                 unpinned)
 from scaling.report import budget_report, law_figures
@@ -33,26 +34,26 @@ CAPTIONS = {
                       "laws and the largest batch size tried."}
 
 
-def _bound(law: dict) -> str:
+def _bound(law: Law) -> str:
     """A suffix for an exponent read from optima at the edge of the values tried: a bound,
     not a finding (the law's note says which cells)."""
-    return "" if (law.get("identification") or {}).get("identified", True) else " (bound)"
+    return "" if law["identification"]["identified"] else " (bound)"
 
 
-def _exponent(law: dict, name: str) -> str:
+def _exponent(law: Law, name: str) -> str:
     value = law["exponents"].get(name)
     if value is None:
-        return "left out: " + (law.get("left_out") or {}).get(name, "not fitted")
+        return "left out: " + law["left_out"].get(name, "not fitted")
     return f"{value:.3f} {interval(law['exponents_ci'].get(name))}{_bound(law)}"
 
 
-def _alone(law: dict, name: str) -> str:
-    fit = (law.get("alone") or {}).get(name)
+def _alone(law: Law, name: str) -> str:
+    fit = law["alone"].get(name)
     return "-" if not fit else \
         f"{fit['exponent']:.3f} {interval(fit.get('exponent_ci'))}{_bound(law)}"
 
 
-def _non_embedding(law: dict) -> str:
+def _non_embedding(law: Law) -> str:
     """The exponent of N in the same law with N counted without the embeddings."""
     fit = law.get("non_embedding")
     if not fit or fit["exponents"].get("params") is None:
@@ -61,8 +62,8 @@ def _non_embedding(law: dict) -> str:
             f"{_bound(law)}")
 
 
-def _argmin(law: dict) -> str:
-    fit = law.get("argmin")
+def _argmin(law: Law) -> str:
+    fit = law["argmin"]
     if not fit:
         return "-"
     parts = [f"{k} {v:.3f}" for k, v in fit["exponents"].items() if v is not None]
@@ -72,11 +73,11 @@ def _argmin(law: dict) -> str:
 
 
 def laws_table(analysis: dict) -> list[str]:
-    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    laws = analysis["fixed_budget"]["laws"]
     rows = [[LAW_NAMES.get(name, name), _coefficient(law),
              _exponent(law, "params"), _non_embedding(law), _exponent(law, "tokens"),
-             _alone(law, "tokens"), _argmin(law), number(law.get("rms_log_residual")),
-             number(law.get("num_cells"))]
+             _alone(law, "tokens"), _argmin(law), number(law["rms_log_residual"]),
+             number(law["num_cells"])]
             for name, law in laws.items() if law]
     return markdown_table(["law", "coefficient [95% CI]", "exponent of N [95% CI]",
                            "exponent of N without embeddings [95% CI]",
@@ -84,30 +85,30 @@ def laws_table(analysis: dict) -> list[str]:
                            "measured arg-min: exponents", "rms log residual", "cells"], rows)
 
 
-def _coefficient(law: dict) -> str:
+def _coefficient(law: Law) -> str:
     """The law's prefactor (its value at N = D = 1, far outside the cells) with its interval,
     unless the interval spans more than formatting.WIDE: the exponents' uncertainty,
     extrapolated."""
-    ci = law.get("coefficient_ci")
+    ci = law["coefficient_ci"]
     return unpinned(law["coefficient"], ci) or estimate(law["coefficient"], ci)
 
 
 def _law_notes(analysis: dict) -> list[str]:
     """Per law: its exponents printed as bounds and why, why it has no interval, and which
     B_crit readings it left out."""
-    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    laws = analysis["fixed_budget"]["laws"]
     notes = []
     for name, law in laws.items():
         if not law:
             continue
         label = LAW_NAMES.get(name, name)
-        why_bound = (law.get("identification") or {}).get("why")
+        why_bound = law["identification"]["why"]
         if why_bound:
             notes.append(f"- {label}: {why_bound}.")
-        why_none = (law.get("interval") or {}).get("why")
-        if law.get("coefficient") is not None and why_none:
+        why_none = law["interval"]["why"]
+        if law["coefficient"] is not None and why_none:
             notes.append(f"- {label}: no interval, {why_none}.")
-        if (law.get("left_out") or {}).get("points"):
+        if law["left_out"].get("points"):
             notes.append(f"- {label}: left out {law['left_out']['points']}.")
     return [""] + notes if notes else []
 
@@ -186,7 +187,7 @@ def write_figures(analysis: dict, folder: Path) -> list[Path]:
 
 def summary_table(analysis: dict) -> str:
     """The laws for the terminal, one line each."""
-    laws = (analysis.get("fixed_budget") or {}).get("laws") or {}
+    laws = analysis["fixed_budget"]["laws"]
     rows = [[name, number(law["coefficient"]), _exponent(law, "params"),
              _exponent(law, "tokens"), _alone(law, "tokens")]
             for name, law in laws.items() if law]

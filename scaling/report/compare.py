@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaling.analysis import in_use
+from scaling.analysis import contract, in_use
+from scaling.analysis.contract import Analysis, Fit, Point, Target
 from scaling.analysis.intervals import describe
+from scaling.analysis.sections import LRRules
 from scaling.errors import ConfigError
 from scaling.formatting import estimate, markdown_table, number
 from scaling.report.figures import best_runs
@@ -28,21 +30,25 @@ from scaling.store.rows import positive
 
 @dataclass
 class Sweep:
-    """One finished sweep: its label, folder, analysis.json dict and run records."""
+    """One finished sweep: its label, folder, analysis.json (read through the contract, so
+    every key its types name is there) and run records."""
 
     label: str
     folder: Path
-    analysis: dict
+    analysis: Analysis
     records: list[dict]
 
-    def target(self, name: str) -> dict:
+    def __post_init__(self) -> None:
+        self.analysis = contract.filled(self.analysis)
+
+    def target(self, name: str) -> Target:
         return next(t for t in self.analysis["targets"] if t["name"] == name)
 
 
 def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
     """The targets to compare on: `target` if given (every sweep must have it), else the
     targets all sweeps share when their target lists are the same."""
-    names = {s.label: [t["name"] for t in s.analysis.get("targets") or []] for s in sweeps}
+    names = {s.label: [t["name"] for t in s.analysis["targets"]] for s in sweeps}
     if target is not None:
         for label, have in names.items():
             if target not in have:
@@ -59,14 +65,14 @@ def choose_targets(sweeps: list[Sweep], target: str | None) -> list[str]:
     return first
 
 
-def _points(sweep: Sweep, name: str) -> list[dict]:
-    return sorted((p for p in sweep.target(name).get("points") or []
-                   if positive(p.get("steps"))), key=lambda p: p["batch_size"])
+def _points(sweep: Sweep, name: str) -> list[Point]:
+    return sorted((p for p in sweep.target(name)["points"]
+                   if positive(p["steps"])), key=lambda p: p["batch_size"])
 
 
-def _fit(sweep: Sweep, name: str) -> dict | None:
-    fit = sweep.target(name).get("fit")
-    return fit if fit and positive(fit.get("s_min")) and positive(fit.get("e_min")) else None
+def _fit(sweep: Sweep, name: str) -> Fit | None:
+    fit = sweep.target(name)["fit"]
+    return fit if fit and positive(fit["s_min"]) and positive(fit["e_min"]) else None
 
 
 def _figure(title: str) -> tuple[Any, Any]:
@@ -81,11 +87,11 @@ def _finish(fig: Any, ax: Any, path: Path) -> Path:
     return save(fig, path)
 
 
-def _dots(ax: Any, xs: list[float], ys: list[float], pts: list[dict], c: Any, label: str,
+def _dots(ax: Any, xs: list[float], ys: list[float], pts: list[Point], c: Any, label: str,
           fmt: str = "o") -> None:
     """A sweep's points, those whose best rate is at an edge of the rates tried as such."""
-    plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p.get("at_edge")]
-    edge = [(x, y) for x, y, p in zip(xs, ys, pts) if p.get("at_edge")]
+    plain = [(x, y) for x, y, p in zip(xs, ys, pts) if not p["at_edge"]]
+    edge = [(x, y) for x, y, p in zip(xs, ys, pts) if p["at_edge"]]
     ax.plot(*zip(*plain) if plain else ([], []), fmt, color=c, label=label, zorder=3, ms=5,
             lw=0.8)
     if edge:
@@ -106,10 +112,10 @@ def steps_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
         if not fit:
             continue
         curve = lambda b: fit["s_min"] + fit["e_min"] / b  # noqa: E731
-        shown = estimate(fit["b_crit"], fit.get("b_crit_ci"), fit.get("identification"))
+        shown = estimate(fit["b_crit"], fit["b_crit_ci"], fit["identification"])
         ax.plot(grid, [curve(b) for b in grid], "-", color=colour(i), lw=1.4,
                 label=f"{s.label} fit: $B_{{crit}}$ {shown}")
-        if fit.get("band"):
+        if fit["band"]:
             band(ax, fit["band"]["batch_sizes"], fit["band"]["low"], fit["band"]["high"],
                  colour(i))
         kind, at = b_crit_reading(fit)
@@ -141,7 +147,7 @@ def examples_vs_steps(sweeps: list[Sweep], name: str, path: Path) -> Path | None
 
 
 def lr_vs_batch(sweeps: list[Sweep], name: str, path: Path) -> Path | None:
-    drawn = [(i, s, [p for p in _points(s, name) if positive(p.get("best_lr"))])
+    drawn = [(i, s, [p for p in _points(s, name) if positive(p["best_lr"])])
              for i, s in enumerate(sweeps)]
     sizes = [p["batch_size"] for _, _, pts in drawn for p in pts]
     if not sizes:
@@ -182,12 +188,16 @@ def table(sweeps: list[Sweep], names: list[str]) -> list[str]:
     for s in sweeps:
         for name in names:
             t = s.target(name)
-            status = (t.get("fit") or {}).get("identification")
-            rows.append([s.label, name, estimate(t.get("b_crit"), t.get("b_crit_ci"), status),
-                         describe(t.get("interval")) if t.get("interval") else "-",
-                         number(t.get("s_min")), number(t.get("e_min")),
-                         number(t.get("b_simple")), number(t.get("b_simple_over_b_crit"))])
+            status = t["fit"] and t["fit"]["identification"]
+            rows.append([s.label, name, estimate(t["b_crit"], t["b_crit_ci"], status),
+                         describe(t["interval"]) if t["interval"] else "-",
+                         number(t["s_min"]), number(t["e_min"]),
+                         number(t["b_simple"]), number(t["b_simple_over_b_crit"])])
     return markdown_table(header, rows)
+
+
+def _rules_summary(rules: LRRules | None) -> str:
+    return (rules and rules["summary"]) or "not computed"
 
 
 def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
@@ -206,8 +216,7 @@ def write(sweeps: list[Sweep], names: list[str], out: Path) -> list[Path]:
     lines += [f"| {s.label} | `{s.folder}` |" for s in sweeps]
     lines += ["", "## Critical batch size per sweep and target", ""] + table(sweeps, names)
     lines += ["", "## Learning-rate rules", ""]
-    lines += [f"- {s.label}: {(s.analysis.get('lr_rules') or {}).get('summary') or 'not computed'}"
-              for s in sweeps]
+    lines += [f"- {s.label}: {_rules_summary(s.analysis['lr_rules'])}" for s in sweeps]
     lines += ["", f"## Figures ({name})", ""]
     lines += [f"![{p.stem}]({layout.FIGURES_DIR}/{p.name})\n" for p in drawn]
     report = out / layout.REPORT

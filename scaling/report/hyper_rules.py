@@ -6,30 +6,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from scaling.analysis.contract import Analysis
+from scaling.analysis.sections import HyperRules, ScalarPoint
 from scaling.formatting import markdown_table, number
 
 MEASURES = {"half_life_examples": "half-life (examples)", "tau": "tau = B / (eta lambda D)"}
 
 
-def _entries(analysis: dict) -> list[dict]:
+def _entries(analysis: Analysis) -> list[HyperRules]:
     """Every target's section, else the top-level one."""
-    per_target = [t["hyper_rules"] for t in analysis.get("targets") or [] if t.get("hyper_rules")]
-    return per_target or ([analysis["hyper_rules"]] if analysis.get("hyper_rules") else [])
+    per_target = [t["hyper_rules"] for t in analysis["targets"] if t["hyper_rules"]]
+    return per_target or ([analysis["hyper_rules"]] if analysis["hyper_rules"] else [])
 
 
-def _tried(point: dict) -> str:
+def _tried(point: ScalarPoint) -> str:
     """'0.99: 120, 0.999: 95' - each value tried and its fewest mean steps."""
     return ", ".join(f"{v:.4g}: {number(s)}" for v, s in zip(point["values"], point["steps"]))
 
 
-def _rows(entry: dict) -> list[list[Any]]:
+def _rows(entry: HyperRules) -> list[list[Any]]:
     return [[entry["target"], name, p["batch_size"], _tried(p), f"{p['best']:.4g}",
              p["best_lr"], p["measure"], "-" if p["rule_value"] is None else f"{p['rule_value']:.4g}",
              p["rule_steps"], p["relative_cost"], p["at_edge"] or "-"]
             for name, rule in entry["scalars"].items() for p in rule["points"]]
 
 
-def hyper_rules_section(analysis: dict) -> list[str]:
+def hyper_rules_section(analysis: Analysis) -> list[str]:
     """One table of every searched scalar at every target; nothing where none was searched."""
     entries = _entries(analysis)
     if not entries:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling.analysis.laws import EXTRAPOLATION, extrapolated, target_points
+from scaling.analysis.sections import Law
 from scaling.formatting import count, number
 from scaling.report.style import (GREY, colour, entries, figure, geom, log_limits, mark, proxy,
                                   save, scaled)
@@ -38,16 +39,16 @@ def _dodge(i: int, count: int) -> float:
     return 10 ** (DODGE * (i - (count - 1) / 2))
 
 
-def _law_line(ax: Any, law: dict, params: float | None, budgets: list[float], c: Any,
+def _law_line(ax: Any, law: Law, params: float | None, budgets: list[float], c: Any,
               factor: float, style: str = "-") -> None:
     """A fitted law at one N over the budgets (x divided by `factor`); dashed where its
     identification says the cells' optima are bounds."""
-    exps = law.get("exponents") or {}
-    if law.get("coefficient") is None:
+    exps = law["exponents"]
+    if law["coefficient"] is None:
         return
     xs = geom(min(budgets) / 1.3, max(budgets) * 1.3, 50)
     scale = params ** exps["params"] if exps.get("params") is not None and params else 1.0
-    pinned = (law.get("identification") or {}).get("identified", True)
+    pinned = law["identification"]["identified"]
     ax.plot([x / factor for x in xs],
             [law["coefficient"] * scale * x ** (exps.get("tokens") or 0.0) for x in xs],
             style if pinned else ":", color=c, lw=1.2)
@@ -103,7 +104,7 @@ def _step_law(ax: Any, key: str, cells: list[dict], sizes: list, factor: float,
     return True
 
 
-def _panel(ax: Any, cells: list[dict], law: dict | None, key: str, factor: float,
+def _panel(ax: Any, cells: list[dict], law: Law | None, key: str, factor: float,
            per_sequence: float | None) -> list[tuple[Any, str]]:
     """One quantity's panel: each N's optima (dodged at a shared D), its fitted law, the
     law in D alone and the Step Law where they apply; the legend entries it adds."""
@@ -116,7 +117,7 @@ def _panel(ax: Any, cells: list[dict], law: dict | None, key: str, factor: float
         if law:
             _law_line(ax, law, n, [_budget(c) for c in cells], colour(i), factor)
     extra = []
-    alone = ((law or {}).get("alone") or {}).get("tokens")
+    alone = law["alone"].get("tokens") if law else None
     if key == "batch_size" and alone and alone.get("coefficient") is not None:
         _law_line(ax, {"coefficient": alone["coefficient"],
                        "exponents": {"tokens": alone["exponent"]}}, None,
@@ -158,19 +159,19 @@ def optima_vs_budget(analysis: dict, path: Path) -> Path | None:
     """Each cell's eta*, B_opt and metric at the optimum against its budget D, one colour per
     model size N, with the fitted laws; None without two cells that have an optimum."""
     fb = analysis.get("fixed_budget") or {}
-    cells = [c for c in fb.get("cells") or [] if positive(_budget(c))]
+    cells = [c for c in fb["cells"] if positive(_budget(c))]
     if len(cells) < 2:
         return None
     fig, axes = figure(14, 4.8, ncols=3)
     factor, unit = scaled([_budget(c) for c in cells], cells[0].get("budget_unit") or "tokens")
     per = (analysis.get("manifest") or {}).get("tokens_per_example")
-    per = per if fb.get("batch_unit") != "tokens" else 1.0
+    per = per if fb["batch_unit"] != "tokens" else 1.0
     extra = []
     for ax, (name, key, label) in zip(axes, PANELS):
-        extra += _panel(ax, cells, (fb.get("laws") or {}).get(name), key, factor, per)
+        extra += _panel(ax, cells, fb["laws"].get(name), key, factor, per)
         ax.set(xlabel=f"budget D ({unit})", ylabel=label)
-    axes[1].set_ylabel(f"{PANELS[1][2]} ({fb.get('batch_unit')})")
-    axes[2].set_ylabel(f"final {fb.get('metric')} at the optimum")
+    axes[1].set_ylabel(f"{PANELS[1][2]} ({fb['batch_unit']})")
+    axes[2].set_ylabel(f"final {fb['metric']} at the optimum")
     sizes = _sizes(cells)
     keys = [(proxy(marker="o", color=colour(i), ms=5), f"N = {count(n)}" if n else "optimum")
             for i, n in enumerate(sizes)]
@@ -183,7 +184,7 @@ def optima_vs_budget(analysis: dict, path: Path) -> Path | None:
     return save(fig, path)
 
 
-def _b_crit_points(ax: Any, points: list[dict], sizes: list, law: dict | None,
+def _b_crit_points(ax: Any, points: list[dict], sizes: list, law: Law | None,
                    factor: float) -> list[float]:
     """Each (N, target)'s B_crit against its E_min: a point with its interval; hollow where
     the interval runs past EXTRAPOLATION x the largest batch tried (left out of the law);
@@ -212,7 +213,7 @@ def b_crit_vs_data(analysis: dict, path: Path) -> Path | None:
     each cell's B_opt against its budget D, one colour per N, with their laws; None without
     two B_crit points."""
     fb = analysis.get("fixed_budget") or {}
-    cells, laws = fb.get("cells") or [], fb.get("laws") or {}
+    cells, laws = fb["cells"], fb["laws"]
     points = [p for p in target_points(cells) if positive(_budget(p))]
     if len(points) < 2:
         return None
@@ -226,7 +227,7 @@ def b_crit_vs_data(analysis: dict, path: Path) -> Path | None:
     extra = _panel(right, budgeted, laws.get("batch_size"), "batch_size", factor, None)
     right.set(xlabel=f"budget D ({label})", title="$B_{opt}$ per cell (at its budget)")
     _largest(left, cells, values)
-    left.set(xscale="log", yscale="log", ylabel=f"batch size ({fb.get('batch_unit')})",
+    left.set(xscale="log", yscale="log", ylabel=f"batch size ({fb['batch_unit']})",
              ylim=log_limits(values + list(right.get_ylim()), 1.4))
     left.grid(True, which="major", alpha=0.3)
     keys = [(proxy(marker="o", color=colour(i), ms=5), f"N = {count(n)}" if n else "B_crit")

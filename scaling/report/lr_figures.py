@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from scaling.analysis.contract import Analysis
+from scaling.analysis.sections import LRRules
 from scaling.config.learning_rates import scaled_lr
 from scaling.formatting import estimate, number
 from scaling.report import figure_data
@@ -25,7 +27,7 @@ FAILED_BAND = 0.84  # above this fraction of the axes' height: runs with no valu
 # ---------------------------------------------------------------- learning rate vs batch size
 
 
-def _rule_curve(name: str, rules: dict, b: float, **params: float) -> float:
+def _rule_curve(name: str, rules: LRRules, b: float, **params: float) -> float:
     """A rule's learning rate at batch size b: from the reference (linear, sqrt) or the fit's
     parameters (noise_scale: eps_max, b_noise; surge: eta_max, b_peak)."""
     ref = rules["reference"]
@@ -39,33 +41,33 @@ FITS = {"noise_scale": ("noise_scale_fit", "eps_max", "b_noise"),
 SYMBOLS = {"b_noise": "$B_{noise}$", "b_peak": "$B_{peak}$"}
 
 
-def _rules(ax: Any, rules: dict, sizes: list[int]) -> None:
+def _rules(ax: Any, rules: LRRules, sizes: list[int]) -> None:
     """Each rule's curve, drawn densely; a fitted rule only where it was fitted, shaded over
     the corners of its parameters' intervals where it has them."""
     grid = geom(min(sizes), max(sizes), 100)
-    for name in rules.get("rules") or {}:
+    for name in rules["rules"]:
         c = RULE_COLOURS.get(name, GREY)
         if name not in FITS:
             ax.plot(grid, [_rule_curve(name, rules, b) for b in grid], "-", color=c, lw=1.4,
                     label=f"{name} rule (from the smallest batch size)")
             continue
         key, scale, size = FITS[name]
-        fitted = rules.get(key)
+        fitted = rules[key]
         if not fitted:
             continue
         params = {scale: fitted[scale], size: fitted[size]}
         ax.plot(grid, [_rule_curve(name, rules, b, **params) for b in grid], "-", color=c,
                 lw=1.4, label=f"{name.replace('_', '-')} fit, {SYMBOLS[size]} "
-                              + estimate(fitted[size], fitted.get(f"{size}_ci"),
-                                         (fitted.get("identification") or {}).get(size)))
-        cis = [fitted.get(f"{scale}_ci"), fitted.get(f"{size}_ci")]
+                              + estimate(fitted[size], fitted[f"{size}_ci"],
+                                         fitted["identification"].get(size)))
+        cis = [fitted[f"{scale}_ci"], fitted[f"{size}_ci"]]
         if all(cis):
             curves = [[_rule_curve(name, rules, b, **{scale: u, size: v}) for b in grid]
                       for u, v in itertools.product(*cis)]
             band(ax, grid, np.min(curves, axis=0), np.max(curves, axis=0), c)
 
 
-def _tried(ax: Any, analysis: dict, target: str) -> list[float]:
+def _tried(ax: Any, analysis: Analysis, target: str) -> list[float]:
     """Every (batch size, learning rate) tried, marked by its reading of `target`; the rates."""
     cells = figure_data.cells(analysis, target)
     for kind in ("reached", "dominated", "not_reached", "diverged"):
@@ -77,30 +79,31 @@ def _tried(ax: Any, analysis: dict, target: str) -> list[float]:
     return [lr for _, lr in cells]
 
 
-def lr_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
+def lr_vs_batch(analysis: Analysis, records: list[dict], path: Path) -> Path | None:
     """Measured optimal learning rate per batch size (an optimum at an edge of the rates tried
     in the edge style) against the rules; every rate tried marked by its reading."""
     target = lr_target(analysis)
-    pts = sorted((p for p in (target or {}).get("points") or [] if positive(p.get("best_lr"))),
+    pts = sorted((p for p in (target["points"] if target else []) if positive(p["best_lr"])),
                  key=lambda p: p["batch_size"])
     if not pts:
         return None
     fig, ax = figure(7.8, 4.6)
     rates = _tried(ax, analysis, target["name"]) + [p["best_lr"] for p in pts]
-    inner = [p for p in pts if not p.get("at_edge")]
+    inner = [p for p in pts if not p["at_edge"]]
     ax.plot([p["batch_size"] for p in inner], [p["best_lr"] for p in inner], "o", color="black",
             ms=6, label="best rate tried", zorder=4)
-    edge = [p for p in pts if p.get("at_edge")]
+    edge = [p for p in pts if p["at_edge"]]
     if edge:
         mark(ax, "edge", [p["batch_size"] for p in edge], [p["best_lr"] for p in edge], "black",
              zorder=4)
-    refined = [p for p in pts if positive(p.get("refined_lr"))]
+    refined = [p for p in pts if positive(p["refined_lr"])]
     if refined:
         ax.plot([p["batch_size"] for p in refined], [p["refined_lr"] for p in refined], "+",
                 color="#0072B2", ms=8, mew=1.6, zorder=5,
                 label="optimum between rates (parabola in log LR)")
-    sizes = [p["batch_size"] for p in pts] + [r["batch_size"] for r in analysis.get("runs") or []]
-    _rules(ax, analysis.get("lr_rules") or {}, [p["batch_size"] for p in pts])
+    sizes = [p["batch_size"] for p in pts] + [r["batch_size"] for r in analysis["runs"]]
+    if analysis["lr_rules"]:
+        _rules(ax, analysis["lr_rules"], [p["batch_size"] for p in pts])
     ax.set_ylim(*log_limits(rates, 1.4))
     ax.set(yscale="log", ylabel="learning rate",
            title=f"Optimal learning rate vs batch size ({target['name']})")
@@ -113,14 +116,14 @@ def lr_vs_batch(analysis: dict, records: list[dict], path: Path) -> Path | None:
 # ---------------------------------------------------------------- steps (or metric) vs rate
 
 
-def _heatmap_target(analysis: dict) -> str | None:
+def _heatmap_target(analysis: Analysis) -> str | None:
     """The primary target, or the LR-rules target when no cell reached the primary one."""
-    primary = analysis.get("primary_target")
+    primary = analysis["primary_target"]
     cells = figure_data.cells(analysis, primary) if primary else {}
     if any(c["kind"] == "reached" for c in cells.values()):
         return primary
     fallback = lr_target(analysis)
-    return fallback["name"] if fallback and fallback.get("points") else primary
+    return fallback["name"] if fallback and fallback["points"] else primary
 
 
 def _failed_band(ax: Any, values: list[float], log: bool) -> None:
@@ -154,15 +157,15 @@ def _best(ax: Any, lr: float, value: float, at_edge: str | None, c: Any) -> None
         ax.plot([lr], [value], "*", color=c, mec="black", mew=0.6, ms=11, zorder=5)
 
 
-def _steps_lines(ax: Any, analysis: dict, target: str) -> list[float]:
+def _steps_lines(ax: Any, analysis: Analysis, target: str) -> list[float]:
     """One line per batch size through the rates whose every seed reached; bounds where runs
     were stopped as dominated; runs that diverged or never reached in the band; the best
     rate starred. Returns the steps drawn."""
     cells = figure_data.cells(analysis, target)
     sizes = sorted({b for b, _ in cells})
     colours = batch_colours(sizes)
-    best = {p["batch_size"]: p for t in analysis.get("targets") or [] if t["name"] == target
-            for p in t.get("points") or []}
+    best = {p["batch_size"]: p for t in analysis["targets"] if t["name"] == target
+            for p in t["points"]}
     values = []
     for i, b in enumerate(sizes):
         row = sorted((lr, c) for (size, lr), c in cells.items() if size == b)
@@ -177,11 +180,11 @@ def _steps_lines(ax: Any, analysis: dict, target: str) -> list[float]:
             _failed(ax, kind, [lr for lr, c in row if c["kind"] == kind], i, len(sizes),
                     colours[b])
         if b in best:
-            _best(ax, best[b]["best_lr"], best[b]["steps"], best[b].get("at_edge"), colours[b])
+            _best(ax, best[b]["best_lr"], best[b]["steps"], best[b]["at_edge"], colours[b])
     return values
 
 
-def _steps_vs_lr(analysis: dict, target: str, path: Path) -> Path | None:
+def _steps_vs_lr(analysis: Analysis, target: str, path: Path) -> Path | None:
     fig, ax = figure(7.8, 4.8)
     values = _steps_lines(ax, analysis, target)
     _failed_band(ax, values or [1.0, 10.0], log=True)  # nothing reached: only the band
@@ -216,7 +219,7 @@ def _metric_lines(ax: Any, cell: dict) -> list[float]:
     return values
 
 
-def _metric_vs_lr(analysis: dict, cell: dict, path: Path) -> Path | None:
+def _metric_vs_lr(analysis: Analysis, cell: dict, path: Path) -> Path | None:
     fig, ax = figure(7.8, 4.8)
     values = _metric_lines(ax, cell)
     if not values:
@@ -235,14 +238,15 @@ def _metric_vs_lr(analysis: dict, cell: dict, path: Path) -> Path | None:
     return save(fig, path)
 
 
-def heatmap(analysis: dict, records: list[dict], path: Path) -> Path | None:
+def heatmap(analysis: Analysis, records: list[dict], path: Path) -> Path | None:
     """Steps to the primary target (the LR-rules target when no run reached it) against the
     learning rate, a line per batch size; in the fixed-budget view of one cell, its final
     metric. None without runs."""
     target = _heatmap_target(analysis)
     if target and figure_data.cells(analysis, target):
         return _steps_vs_lr(analysis, target, path)
-    cells = (analysis.get("fixed_budget") or {}).get("cells") or []
+    budget = analysis.get("fixed_budget")
+    cells = budget["cells"] if budget else []
     if len(cells) == 1 and cells[0].get("grid"):
         return _metric_vs_lr(analysis, cells[0], path)
     return None

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from scaling.analysis import in_use
+from scaling.analysis import contract, in_use
+from scaling.analysis.contract import Analysis
 from scaling.store.cost import cost_line
 from scaling.config import Config, ConfigError, learning_rates
 from scaling.config.load import load_folder
@@ -99,13 +100,13 @@ def _arithmetic(out: Path, cfg: Config | None) -> list[str]:
             format_table([Arithmetic(**a) for a in recorded], rule_columns=ruled), "```", ""]
 
 
-def _sweep(out: Path, analysis: dict) -> list[str]:
-    sw = analysis.get("sweep") or {}
-    statuses = ", ".join(f"{n} {k}" for k, n in (sw.get("statuses") or {}).items())
+def _sweep(out: Path, analysis: Analysis) -> list[str]:
+    sw = analysis["sweep"]
+    statuses = ", ".join(f"{n} {k}" for k, n in sw["statuses"].items())
     lines = ["## Sweep", ""]
     imported = budget_report.import_lines(out)
     if imported:
-        return lines + imported + [f"- runs analysed: {number(sw.get('num_runs'))} ({statuses})",
+        return lines + imported + [f"- runs analysed: {number(sw['num_runs'])} ({statuses})",
                                    ""]
     try:
         cfg = load_folder(out / layout.SWEEP_YAML)
@@ -114,13 +115,13 @@ def _sweep(out: Path, analysis: dict) -> list[str]:
         lines += [f"(sweep.yaml could not be read: {err})", ""]
     if cfg is not None:
         lines += _config_section(cfg)
-    lines += [f"- runs analysed: {number(sw.get('num_runs'))}" + (f" ({statuses})" if statuses else "")]
-    spent = cost_line(analysis.get("cost"))
+    lines += [f"- runs analysed: {number(sw['num_runs'])}" + (f" ({statuses})" if statuses else "")]
+    spent = cost_line(analysis["cost"])
     return lines + ([f"- {spent}"] if spent else []) + [""] + _arithmetic(out, cfg)
 
 
-def _throughput(analysis: dict) -> list[str]:
-    rows = analysis.get("throughput") or []
+def _throughput(analysis: Analysis) -> list[str]:
+    rows = analysis["throughput"]
     if not rows:
         return []
     header = ["batch", "runs", "examples/s", "run-steps/s", "model FLOP/s", "MFU"]
@@ -148,18 +149,19 @@ def _figures(out: Path, figures: list[Path]) -> list[str]:
 # ---------------------------------------------------------------- conclusion
 
 
-def conclusion(analysis: dict) -> list[str]:
+def conclusion(analysis: Analysis) -> list[str]:
     """Plain-language sentences built from the numbers (one bullet each): each view's, then
     the searched hyperparameters' rules."""
     sentences = views.conclusion(analysis)
-    sentences += [analysis["hyper_rules"]["summary"]] if analysis.get("hyper_rules") else []
+    sentences += [analysis["hyper_rules"]["summary"]] if analysis["hyper_rules"] else []
     return ["## Notes", ""] + [f"- {s}" for s in sentences] + [""] if sentences else []
 
 
 def write(out: Path, analysis: dict, figures: list[Path]) -> Path:
-    """Write <out>/report.md (atomically) and return its path."""
-    out = Path(out)
-    name = (analysis.get("sweep") or {}).get("name") or out.name
+    """Write <out>/report.md (atomically) and return its path; the analysis is read through
+    the contract (contract.filled), so every key its types name is there."""
+    out, analysis = Path(out), contract.filled(analysis)
+    name = analysis["sweep"]["name"] or out.name
     lines = [f"# Scaling report: {name}", "", *in_use.note(analysis)]
     lines += answer.section(analysis) + conclusion(analysis) + _sweep(out, analysis)
     lines += views.sections(analysis)

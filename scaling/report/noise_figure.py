@@ -10,6 +10,7 @@ import numpy as np
 from scaling.analysis.curves import windowed_b_noise, windowed_b_simple
 from scaling.config import ConfigError
 from scaling.formatting import number
+from scaling.analysis.contract import Target
 from scaling.report.figure_data import b_crit_bar, b_crit_reading
 from scaling.report.style import batch_colours, figure, legend, log_limits, mark, save
 from scaling.store.rows import positive
@@ -52,7 +53,7 @@ def noise_series(records: list[dict], key: str,
     return out
 
 
-def noise_scale_vs_loss(records: list[dict], path: Path, targets: list[dict] | None = None,
+def noise_scale_vs_loss(records: list[dict], path: Path, targets: list[Target] | None = None,
                         highlight: set[str] | None = None) -> Path:
     """B_simple (solid) and B_noise (dashed, thinner) vs loss (`loss_key`), one line per run,
     and each target on that loss's B_crit at (target loss, B_crit): its interval as a bar, a
@@ -72,7 +73,7 @@ def noise_scale_vs_loss(records: list[dict], path: Path, targets: list[dict] | N
     fig, ax = figure(7.8, 4.6)
     bold = {run for run, _, _, _ in simple + noise} if highlight is None else set(highlight)
     losses, scales = _draw_runs(ax, simple, noise, bold)
-    shown = _draw_b_crit(ax, [t for t in targets or [] if t.get("metric") == loss], loss)
+    shown = _draw_b_crit(ax, [t for t in targets or [] if t["metric"] == loss], loss)
     key = "solid: $B_{simple}$" + (", dashed: $B_{noise}$" if noise else "")
     key += "\nbold: best LR per batch size\nfaint: other learning rates" if highlight else ""
     ax.set(yscale="log", xscale="log",
@@ -114,13 +115,13 @@ def _draw_runs(ax: Any, simple: list, noise: list, bold: set[str]) -> tuple[list
     return strong_xy if strong_xy[0] else faint_xy
 
 
-def _draw_b_crit(ax: Any, targets: list[dict], loss: str) -> list[tuple[float, float]]:
+def _draw_b_crit(ax: Any, targets: list[Target], loss: str) -> list[tuple[float, float]]:
     """Each `loss` target's B_crit at its loss: a point with its interval, or a bound; the
     coordinates drawn (one legend entry for the points)."""
     shown: list[tuple[float, float]] = []
     label = f"$B_{{crit}}$ at each {loss.replace('_', ' ')} target (bar: its interval)"
     for t in targets:
-        kind, at = b_crit_reading(t.get("fit") or {})
+        kind, at = b_crit_reading(t["fit"]) if t["fit"] else (None, None)
         ends: list[float] = []
         if kind == "point":
             bar = b_crit_bar(t["fit"], at)

@@ -3,6 +3,7 @@ target, and the catch-up after its last switch (scaling.analysis.schedules, catc
 
 from __future__ import annotations
 
+from scaling.analysis.contract import Analysis
 from scaling.analysis.intervals import describe
 from scaling.formatting import estimate, markdown_table, number
 
@@ -11,9 +12,9 @@ def _vs_fit(vs: dict | None) -> str:
     return "-" if not vs else f"{number(vs['examples_ratio'])}, {number(vs['steps_ratio'])}"
 
 
-def schedules_section(analysis: dict) -> list[str]:
+def schedules_section(analysis: Analysis) -> list[str]:
     """Each batch-size schedule at each target against the fixed batch sizes."""
-    schedules = analysis.get("schedules") or []
+    schedules = analysis["schedules"]
     if not schedules:
         return []
     lines = ["## Batch-size schedules", "",

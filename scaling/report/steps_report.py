@@ -6,8 +6,10 @@ registry line names (scaling.config.names.VIEW_TABLE).
 
 from __future__ import annotations
 
+from scaling.analysis.contract import Analysis, FirstCrossing, Fit, Target
 from scaling.analysis.definitions import DEFINITIONS
 from scaling.analysis.intervals import describe, identify
+from scaling.analysis.sections import Identification
 from scaling.analysis.table import unreached_lines
 from scaling.analysis.view import ViewReport
 from scaling.formatting import bound, estimate, interval, markdown_table, number
@@ -34,16 +36,16 @@ def _percent(ratio: float) -> str:
     return f"{100 * (ratio - 1):+.0f}%"
 
 
-def _reading(analysis: dict) -> list[str]:
+def _reading(analysis: Analysis) -> list[str]:
     """How steps to target were read: the rule, the selection, and what the selection moved."""
-    reached, how = analysis.get("reached"), analysis.get("lr_selection")
+    reached, how = analysis["reached"], analysis["lr_selection"]
     if not reached:
         return []
     lines = ["## How steps to target are read", "",
-             f"- reached: {reached.get('definition')}",
+             f"- reached: {reached['definition']}",
              f"- learning rate per batch size: {SELECTION_TEXT.get(how, how)}"]
-    shifts = [p["steps_crossfit"] / p["steps_min"] for t in analysis.get("targets") or []
-              for p in t.get("points") or [] if p.get("steps_crossfit") and p.get("steps_min")]
+    shifts = [p["steps_crossfit"] / p["steps_min"] for t in analysis["targets"]
+              for p in t["points"] if p["steps_crossfit"] and p["steps_min"]]
     if shifts:
         mid = sorted(shifts)[len(shifts) // 2]
         lines.append(f"- cross-fitted steps (each seed read at the learning rate the other seeds "
@@ -56,64 +58,67 @@ def _reading(analysis: dict) -> list[str]:
     return lines
 
 
-def _first_crossing(t: dict, first: dict) -> str:
+def _first_crossing(t: Target, first: FirstCrossing) -> str:
     """The first-crossing B_crit, as a bound where it lies outside the batch sizes fitted."""
-    sizes = [p["batch_size"] for p in t.get("points") or []]
-    if first.get("b_crit") is None or not sizes:
-        return estimate(first.get("b_crit"), first.get("b_crit_ci"))
-    status = identify(first["b_crit"], first.get("b_crit_ci"), min(sizes), max(sizes))
-    return estimate(first["b_crit"], first.get("b_crit_ci"), status)
+    sizes = [p["batch_size"] for p in t["points"]]
+    if first["b_crit"] is None or not sizes:
+        return estimate(first["b_crit"], first["b_crit_ci"])
+    status = identify(first["b_crit"], first["b_crit_ci"], min(sizes), max(sizes))
+    return estimate(first["b_crit"], first["b_crit_ci"], status)
 
 
-def _fits(analysis: dict) -> list[str]:
+def _identified(status: Identification | None) -> bool:
+    """Whether a value is pinned by its data; one with no identification (no fit, or a file
+    from before identifications) reads as pinned."""
+    return not status or status["identified"]
+
+
+def _fits(analysis: Analysis) -> list[str]:
     rows = []
-    for t in analysis.get("targets") or []:
-        fit, reg = t.get("fit") or {}, t.get("regimes") or {}
-        first = t.get("first_crossing") or {}
-        status = fit.get("identification")
-        shown = estimate(t.get("b_crit"), t.get("b_crit_ci"), status)
+    for t in analysis["targets"]:
+        fit, reg = t["fit"], t["regimes"]
+        status = fit and fit["identification"]
+        shown = estimate(t["b_crit"], t["b_crit_ci"], status)
         bold = f"**{shown.split(' [')[0]}**" + shown[len(shown.split(' [')[0]):] \
-            if t.get("b_crit") is not None and (status or {}).get("identified", True) else shown
-        rows.append([t["name"], number(fit.get("num_points")),
+            if t["b_crit"] is not None and _identified(status) else shown
+        rows.append([t["name"], number(fit and fit["num_points"]),
                      answer.s_min_text(t), answer.e_min_text(t), bold,
-                     _first_crossing(t, first),
-                     t.get("b_simple"), t.get("b_noise"),
-                     t.get("b_simple_over_b_crit") if (status or {}).get("identified", True)
-                     else None,
-                     fit.get("rms_log_residual"), reg.get("perfect_scaling_until"),
-                     reg.get("steps_plateau_from"),
-                     ", ".join(str(b) for b in t.get("unreached_batch_sizes") or []) or "-"])
+                     _first_crossing(t, t["first_crossing"]),
+                     t["b_simple"], t["b_noise"],
+                     t["b_simple_over_b_crit"] if _identified(status) else None,
+                     fit and fit["rms_log_residual"], reg["perfect_scaling_until"],
+                     reg["steps_plateau_from"],
+                     ", ".join(str(b) for b in t["unreached_batch_sizes"]) or "-"])
     header = ["target", "points", "S_min [95% CI]", "E_min [95% CI]", "B_crit [95% CI]",
               "B_crit, first crossing", "B_simple", "B_noise", "B_simple/B_crit", "rms log residual",
               "perfect scaling until B", "plateau from B", "not reached at B"]
-    definitions = {(t.get("regimes") or {}).get("definition") for t in analysis.get("targets") or []}
+    definitions = {t["regimes"]["definition"] for t in analysis["targets"]}
     notes = [f"Regimes: {d}" for d in sorted(d for d in definitions if d)]
-    intervals = sorted({describe(t.get("interval")) for t in analysis.get("targets") or []
-                        if t.get("fit")})
+    intervals = sorted({describe(t["interval"]) for t in analysis["targets"] if t["fit"]})
     notes += [f"Intervals: {', '.join(intervals)}."] if intervals else []
     return ["## Trade-off fits: S(B) = S_min + E_min / B", ""] + markdown_table(header, rows) + [""] \
         + notes + ([""] if notes else [])
 
 
-def _definitions(analysis: dict) -> list[str]:
+def _definitions(analysis: Analysis) -> list[str]:
     """B_crit by the other definitions beside E_min / S_min, and the power law across targets."""
-    shown = [d for d in DEFINITIONS if any(t.get(d.key) for t in analysis.get("targets") or [])]
-    targets = [t for t in analysis.get("targets") or [] if all(t.get(d.key) for d in shown)]
+    shown = [d for d in DEFINITIONS if any(t[d.key] for t in analysis["targets"])]
+    targets = [t for t in analysis["targets"] if all(t[d.key] for d in shown)]
     if not shown or not targets:
         return []
     header = ["target", "E_min / S_min"] + [name for d in shown for name, _ in d.columns]
-    rows = [[t["name"], bound((t.get("fit") or {}).get("identification")) or number(t.get("b_crit"))]
+    rows = [[t["name"], bound(t["fit"] and t["fit"]["identification"]) or number(t["b_crit"])]
             + [number(read(t[d.key])) for d in shown for _, read in d.columns] for t in targets]
     lines = ["## Other definitions of the critical batch size", "",
              "McCandlish et al.'s E_min / S_min beside " + "; ".join(d.text for d in shown) + ".",
              ""] + markdown_table(header, rows) + [""]
-    for fit in analysis.get("b_crit_power_law") or []:
+    for fit in analysis["b_crit_power_law"]:
         alpha = "-" if fit["alpha_b"] is None else f"{fit['alpha_b']:.3g}"
         lines += [f"- Across the {fit['num_targets']} {fit['metric']} targets: B_crit = "
                   f"{number(fit['b_star'])} x L^{fit['exponent']:.3g} (95% interval of the "
                   f"exponent {interval(fit['exponent_ci'])}), so alpha_B = {alpha} in "
                   "B_crit = B_* / L^(1/alpha_B) (Kaplan et al. 2020)."]
-    return lines + ([""] if analysis.get("b_crit_power_law") else [])
+    return lines + ([""] if analysis["b_crit_power_law"] else [])
 
 
 def ideal_share(batch_size: float, b_crit: float) -> float:
@@ -124,42 +129,42 @@ def ideal_share(batch_size: float, b_crit: float) -> float:
     return b_crit / (batch_size + b_crit)
 
 
-def _target_conclusion(t: dict) -> list[str]:
-    name, fit = t["name"], t.get("fit")
+def _target_conclusion(t: Target) -> list[str]:
+    name, fit = t["name"], t["fit"]
     out = []
-    unreached = t.get("unreached_batch_sizes") or []
-    if unreached and not t.get("points"):
+    unreached = t["unreached_batch_sizes"]
+    if unreached and not t["points"]:
         return [f"{name} was not reached at any batch size or learning rate within the budget: "
                 "no fit; a larger budget or an easier target would give one."]
     out += [f"{name} was {line}." for line in unreached_lines(t)]
-    edges = [p for p in t.get("points") or [] if p.get("at_edge")]
+    edges = [p for p in t["points"] if p["at_edge"]]
     if edges:
         out.append(f"For {name} the best learning rate sits at the grid's edge at batch size "
                    + ", ".join(f"{p['batch_size']} ({p['at_edge']})" for p in edges)
                    + ": the true optimum may lie outside the grid there, so those points "
                    "(and the fit) may overstate the steps needed; widen the grid.")
-    cross = t.get("crossing") or {}
-    if cross.get("crossed"):
+    cross = t["crossing"]
+    if cross and cross["crossed"]:
         return out + crossing_lines(name, cross)
-    if not fit or t.get("b_crit") is None:
+    if not fit or t["b_crit"] is None:
         out.append(f"No trade-off fit for {name}: it needs the target reached at two or more "
                    "batch sizes.")
         return out
-    status = fit.get("identification") or {}
-    if not status.get("identified", True):
+    status = fit["identification"]
+    if not _identified(status):
         out.append(f"For {name}, B_crit is not identified by these runs: {bound(status)} "
-                   f"({status.get('why')}).")
+                   f"({status['why']}).")
         return out
     b = t["b_crit"]
-    sizes = [p["batch_size"] for p in t.get("points") or []]
+    sizes = [p["batch_size"] for p in t["points"]]
     if sizes and b < min(sizes) / 2:
         out.append(f"For {name}, steps hardly fall with the batch size: B_crit lies below the "
                    f"smallest batch size tried ({min(sizes)}; the fit gives {number(b)}), so these "
                    "runs cannot place it; a harder target, or smaller batches, would.")
         return out
-    record = t.get("interval") or {}
-    over = f" ({describe(record)})" if record.get("resamples", "none") != "none" else ""
-    out.append(f"For {name}, B_crit is about {estimate(b, t.get('b_crit_ci'), status)}{over}: "
+    record = t["interval"]
+    over = f" ({describe(record)})" if record and record["resamples"] != "none" else ""
+    out.append(f"For {name}, B_crit is about {estimate(b, t['b_crit_ci'], status)}{over}: "
                f"beyond a batch of about {number(b)} each "
                "doubling of the batch buys less than half of the ideal 2x speed-up in steps"
                + (f" (at B={max(sizes)}, {100 * ideal_share(max(sizes), b):.0f}% of it)"
@@ -167,28 +172,28 @@ def _target_conclusion(t: dict) -> list[str]:
     return out + _fit_caveats(t, fit, b, sizes)
 
 
-def _fit_caveats(t: dict, fit: dict, b: float, sizes: list[int]) -> list[str]:
+def _fit_caveats(t: Target, fit: Fit, b: float, sizes: list[int]) -> list[str]:
     """What qualifies a target's B_crit: the first crossing's reading, a wide interval, a poor
     fit, an extrapolation, and B_simple beside it."""
     out = []
-    ci = t.get("b_crit_ci")
-    first = t.get("first_crossing") or {}
-    if first.get("outside_interval"):
+    ci = t["b_crit_ci"]
+    first = t["first_crossing"]
+    if first["outside_interval"]:
         out.append(f"Read at the first crossing with the fewest mean steps, B_crit would be "
-                   f"{number(first.get('b_crit'))}, outside this interval ({interval(ci)}): there "
+                   f"{number(first['b_crit'])}, outside this interval ({interval(ci)}): there "
                    "the metric's noise moves the answer more than the seeds do.")
     if ci and ci[0] and ci[1] and ci[1] / ci[0] > WIDE_CI:
         out.append(f"The interval for B_crit is wide ({interval(ci)}, a factor "
                    f"{ci[1] / ci[0]:.3g}): read it as an order of magnitude; more seeds or batch "
                    "sizes would narrow it.")
-    rms = fit.get("rms_log_residual")
+    rms = fit["rms_log_residual"]
     if rms is not None and rms > POOR_FIT:
         out.append(f"The fit is poor (rms residual of log steps {rms:.2f}), so S(B) = S_min + "
                    "E_min/B describes these points only roughly.")
     if sizes and b > max(sizes):
         out.append(f"B_crit lies above the largest batch size tried ({max(sizes)}): an "
                    "extrapolation.")
-    ratio = t.get("b_simple_over_b_crit")
+    ratio = t["b_simple_over_b_crit"]
     if ratio is not None:
         within = "within" if 0.1 <= ratio <= 10 else "not within"
         out.append(f"B_simple at the crossing is {ratio:.2g}x B_crit ({within} an order of "
@@ -196,18 +201,18 @@ def _fit_caveats(t: dict, fit: dict, b: float, sizes: list[int]) -> list[str]:
     return out
 
 
-def section(analysis: dict) -> list[str]:
+def section(analysis: Analysis) -> list[str]:
     """The steps view's sections of report.md (nothing for a folder with no targets)."""
-    if not analysis.get("targets"):
+    if not analysis["targets"]:
         return []
     parts = [_reading, _fits, best_lr_section, _definitions, schedules_section,
              lr_rules_section, hyper_rules_section]
     return [line for part in parts for line in part(analysis)]
 
 
-def conclusion(analysis: dict) -> list[str]:
+def conclusion(analysis: Analysis) -> list[str]:
     """The steps view's notes: each target's, then the learning-rate rules'."""
-    return [s for t in analysis.get("targets") or [] for s in _target_conclusion(t)] \
+    return [s for t in analysis["targets"] for s in _target_conclusion(t)] \
         + lr_conclusion(analysis)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from scaling.analysis import views
+from scaling.analysis import contract, views
+from scaling.analysis.contract import Analysis
 from scaling.analysis.view import ViewReport
 from scaling.config.names import VIEW_TABLE
 
@@ -19,19 +20,19 @@ def report(name: str) -> ViewReport:
     return importlib.import_module(VIEW_TABLE[name].report_module).REPORT
 
 
-def present(analysis: dict) -> list[ViewReport]:
+def present(analysis: Analysis) -> list[ViewReport]:
     """The reports of the views whose sections an analysis.json holds, in the registry's
     order (the views a view builds on come first)."""
     return [report(v.name) for v in views.present(analysis)]
 
 
-def sections(analysis: dict) -> list[str]:
+def sections(analysis: Analysis) -> list[str]:
     """Every present view's report.md sections, a view's own before those of the views it
     builds on (the fixed-budget reading leads, the steps view's detail follows)."""
     return [line for r in reversed(present(analysis)) for line in r.section(analysis)]
 
 
-def conclusion(analysis: dict) -> list[str]:
+def conclusion(analysis: Analysis) -> list[str]:
     """Every present view's sentences for the notes, in the registry's order."""
     return [s for r in present(analysis) for s in r.conclusion(analysis)]
 
@@ -44,8 +45,8 @@ def caption(stem: str) -> str:
 
 def write_figures(analysis: dict, records: list[dict], folder: Path) -> list[Path]:
     """Every present view's figures whose data exist, written under `folder`; returns the
-    paths written."""
-    written = []
+    paths written. The analysis is read through the contract (contract.filled)."""
+    analysis, written = contract.filled(analysis), []
     for each in present(analysis):
         for name, draw in each.figures.items():
             path = draw(analysis, records, Path(folder) / name)
