@@ -1,7 +1,7 @@
 """Tests run with 8 simulated CPU devices (README's test command); set before jax is imported.
 
-Only what must be a fixture or a hook lives here: the device and compile flags, the `devices`
-marker and `scaling_log`. The builders the test files share are plain functions in tests/helpers.py.
+Only what must be a fixture or a hook lives here: the device flags, the `devices` marker and
+`scaling_log`. The builders the test files share are plain functions in tests/helpers.py.
 """
 
 from __future__ import annotations
@@ -11,22 +11,6 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
-# The suite compiles hundreds of small programs, each run for a few steps: on CPU, LLVM's
-# optimisation passes are most of their compile time and buy little of their run time. Tests
-# (and the processes they start, which inherit the flags) compile without them; a flag the
-# caller set wins, and the product's own runs keep XLA's defaults.
-FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
-
-
-def _with_fast_compile(flags: str) -> str:
-    """XLA_FLAGS with FAST_COMPILE's flags added where the caller set none of the same name."""
-    named = {f.split("=")[0] for f in flags.split()}
-    return " ".join([flags, *(f for f in FAST_COMPILE if f.split("=")[0] not in named)]).strip()
-
-
-if os.environ["JAX_PLATFORMS"] == "cpu":
-    os.environ["XLA_FLAGS"] = _with_fast_compile(os.environ["XLA_FLAGS"])
 
 import jax  # noqa: E402  (after the device flags)
 import pytest  # noqa: E402
