@@ -29,7 +29,7 @@ CELL = {"at_edge", "b_crit", "batch_size", "batch_size_ci", "best", "best_lr", "
 OUTSIDE = {"branch_report": {"ratio", "unit"},
            "budget_figures": CELL, "budget_report": CELL | {"runs", "unit"},
            "cells_report": CELL | {"alone", "exponent_ci", "points", "resamples"},
-           "law_figures": CELL | {"coefficient", "identified"}, "lr_figures": CELL,
+           "law_figures": CELL | {"coefficient", "identification", "identified"}, "lr_figures": CELL,
            "noise_figure": {"batch_size", "run_id", "summary"}, "schedules_report": {"interval"}}
 
 

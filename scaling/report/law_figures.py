@@ -48,7 +48,7 @@ def _law_line(ax: Any, law: Law, params: float | None, budgets: list[float], c: 
         return
     xs = geom(min(budgets) / 1.3, max(budgets) * 1.3, 50)
     scale = params ** exps["params"] if exps.get("params") is not None and params else 1.0
-    pinned = law["identification"]["identified"]
+    pinned = (law.get("identification") or {}).get("identified", True)  # `alone` has none
     ax.plot([x / factor for x in xs],
             [law["coefficient"] * scale * x ** (exps.get("tokens") or 0.0) for x in xs],
             style if pinned else ":", color=c, lw=1.2)
