@@ -74,7 +74,7 @@ def test_a_seed_that_never_catches_up_leaves_no_mean():
     mine, theirs = _records({0: 500, 1: 1e9})
     got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
     assert got["examples"] is None and got["per_seed"] == {"0": 1200, "1": None}
-    assert got["interval"]["why"] == "some seed never caught up within the budget"
+    assert got["interval"]["why"] == "never came within the tolerance within the budget at seed 1"
 
 
 def test_a_fixed_run_that_stopped_before_the_catch_up_is_not_read_not_never():
@@ -84,8 +84,25 @@ def test_a_fixed_run_that_stopped_before_the_catch_up_is_not_read_not_never():
     theirs[1]["metrics"] = [r for r in theirs[1]["metrics"] if r["examples"] <= 1500]
     got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
     assert got["examples"] is None and got["per_seed"] == {"0": 1200, "1": None}
-    assert got["interval"]["why"].startswith("not read at seed 1: the fixed batch 64 run stopped "
-                                             "at 1,500 examples")
+    assert got["interval"]["why"] == (
+        "the fixed batch 64 run stopped at its targets before the scheduled run came within the "
+        "tolerance (train.stop_at_targets: false trains it to the budget) at seed 1 (at 1,500 "
+        "examples)")
+
+
+def test_a_run_better_than_the_fixed_one_after_the_switch_is_ahead_not_behind():
+    """A ramp 10% below the fixed run from the switch on never comes within 1%: it is ahead
+    (loss lower at every point), which is not the same as never catching up; 10% above, it
+    is behind."""
+    mine, theirs = _records({0: 1e9, 1: 1e9})
+    for rec in mine:
+        rec["metrics"] = [{"examples": x, "eval_loss": 0.9 * _fixed(x)} for x in XS]
+    got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
+    assert got["per_seed"] == {"0": None, "1": None}
+    assert got["interval"]["why"].startswith("stayed ahead of the fixed batch 64 run")
+    assert "seed 0, 1" in got["interval"]["why"]
+    behind = catch_up(*_records({0: 1e9, 1: 1e9}), 0.1, 64, 0.2, "eval_loss")
+    assert behind["interval"]["why"] == "never came within the tolerance within the budget at seed 0, 1"
 
 
 def test_a_switch_schedules_analysis_gives_its_catch_up(tmp_path):

@@ -14,7 +14,7 @@ mean, or none with one seed).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -33,11 +33,10 @@ def switch_examples(path: list[list[int]]) -> int | None:
     return int(path[first][1]) if first > 0 else None
 
 
-def seed_catch_up(mine: list[dict], theirs: list[dict], start: int, metric: str,
-                  tolerance: float = TOLERANCE) -> float | None:
-    """Examples from `start` to the first of `mine`'s rows (examples >= start) whose metric is
-    within `tolerance` of `theirs` at the same examples; None when it never is (or `theirs`
-    does not span it)."""
+def _pairs(mine: list[dict], theirs: list[dict], start: int, metric: str
+           ) -> Iterator[tuple[float, float, float]]:
+    """(examples, mine's metric, theirs interpolated linearly in log examples) at each of
+    `mine`'s rows from `start` on that `theirs` spans."""
     xs = np.array([r["examples"] for r in theirs if r.get(metric) is not None], float)
     ys = np.array([r[metric] for r in theirs if r.get(metric) is not None], float)
     keep = xs > 0
@@ -46,12 +45,28 @@ def seed_catch_up(mine: list[dict], theirs: list[dict], start: int, metric: str,
         if row["examples"] < start or row.get(metric) is None or row["examples"] <= 0:
             continue
         at = math.log(row["examples"])
-        if xs.size < 2 or not xs[0] <= at <= xs[-1]:
-            continue
-        reference = float(np.interp(at, xs, ys))
-        if abs(row[metric] - reference) <= tolerance * abs(reference):
-            return float(row["examples"] - start)
+        if xs.size >= 2 and xs[0] <= at <= xs[-1]:
+            yield row["examples"], row[metric], float(np.interp(at, xs, ys))
+
+
+def seed_catch_up(mine: list[dict], theirs: list[dict], start: int, metric: str,
+                  tolerance: float = TOLERANCE) -> float | None:
+    """Examples from `start` to the first of `mine`'s rows (examples >= start) whose metric is
+    within `tolerance` of `theirs` at the same examples; None when it never is (or `theirs`
+    does not span it)."""
+    for x, value, reference in _pairs(mine, theirs, start, metric):
+        if abs(value - reference) <= tolerance * abs(reference):
+            return float(x - start)
     return None
+
+
+def ahead(mine: list[dict], theirs: list[dict], start: int, metric: str,
+          lower_is_better: bool) -> bool:
+    """Whether `mine` is better than `theirs` at every point from `start` on: a ramp that got
+    more from the same examples than the large batch did has nothing to catch up."""
+    sides = [(value < reference) == lower_is_better
+             for _, value, reference in _pairs(mine, theirs, start, metric)]
+    return bool(sides) and all(sides)
 
 
 def _last(rows: list[dict], metric: str) -> float:
@@ -60,22 +75,33 @@ def _last(rows: list[dict], metric: str) -> float:
 
 
 def _why_none(paired: list[tuple[int, dict, dict]], per_seed: dict[str, float | None],
-              final_batch: int, metric: str) -> str:
-    """Why a schedule has no mean catch-up: a fixed run that stopped (its targets read) before
-    the scheduled run's last evaluation cannot say whether it caught up, which is not the same
-    as never catching up."""
-    stopped = [(s, _last(f["metrics"], metric)) for s, r, f in paired if per_seed[str(s)] is None
-               and _last(f["metrics"], metric) < _last(r["metrics"], metric)]
-    if not stopped:
-        return "some seed never caught up within the budget"
-    return (f"not read at seed {', '.join(str(s) for s, _ in stopped)}: the fixed batch "
-            f"{final_batch} run stopped at {', '.join(f'{int(n):,}' for _, n in stopped)} "
-            "examples (its targets read), before the scheduled run caught up; "
-            "train.stop_at_targets: false trains it to the budget")
+              final_batch: int, metric: str, lower_is_better: bool) -> str:
+    """Why a schedule has no mean catch-up, seed by seed: its fixed run stopped (its targets
+    read) more than 1% of the budget before the scheduled run ended, so it cannot say; the
+    scheduled run stayed ahead of the fixed one; or it never came within the tolerance."""
+    parts: dict[str, list[str]] = {"stopped": [], "ahead": [], "never": []}
+    for s, r, f in paired:
+        if per_seed[str(s)] is not None:
+            continue
+        start = switch_examples(r["summary"].get("batch_path") or []) or 0
+        if _last(f["metrics"], metric) < 0.99 * _last(r["metrics"], metric):
+            parts["stopped"].append(f"{s} (at {int(_last(f['metrics'], metric)):,} examples)")
+        elif ahead(r["metrics"], f["metrics"], start, metric, lower_is_better):
+            parts["ahead"].append(str(s))
+        else:
+            parts["never"].append(str(s))
+    text = {"stopped": f"the fixed batch {final_batch} run stopped at its targets before the "
+                       "scheduled run came within the tolerance (train.stop_at_targets: false "
+                       "trains it to the budget) at seed",
+            "ahead": f"stayed ahead of the fixed batch {final_batch} run ({metric} better at "
+                     "every point after the switch: nothing to catch up) at seed",
+            "never": "never came within the tolerance within the budget at seed"}
+    return "; ".join(f"{text[k]} {', '.join(v)}" for k, v in parts.items() if v)
 
 
 def catch_up(scheduled: list[dict], fixed: list[dict], lr: float | None, final_batch: int,
-             fixed_lr: float | None, metric: str) -> dict[str, Any] | None:
+             fixed_lr: float | None, metric: str, lower_is_better: bool = True
+             ) -> dict[str, Any] | None:
     """A schedule's `catch_up` entry, None where its runs never change batch size.
     `scheduled`: its run records; `fixed`: the sweep's fixed-batch records."""
     mine = {r["config"]["seed"]: r for r in scheduled if r["config"]["learning_rate"] == lr}
@@ -97,8 +123,9 @@ def catch_up(scheduled: list[dict], fixed: list[dict], lr: float | None, final_b
     values = [v for v in per_seed.values() if v is not None]
     both = len(values) == len(per_seed) and len(values) > 0
     mean = float(np.mean(values)) if both else None
-    ci, record = None, intervals.none(intervals.ONE_SEED if len(per_seed) < 2 else
-                                      _why_none(paired, per_seed, final_batch, metric))
+    why = (intervals.ONE_SEED if len(per_seed) < 2 else
+           _why_none(paired, per_seed, final_batch, metric, lower_is_better))
+    ci, record = None, intervals.none(why)
     if both and len(values) >= 2:
         replicates = [float(np.mean(values[:i] + values[i + 1:])) for i in range(len(values))]
         ci = intervals.from_replicates(mean, replicates, "jackknife", len(values), log=False)

@@ -28,6 +28,7 @@ from scaling.analysis.catch_up import catch_up
 from scaling.analysis.selection import choose
 from scaling.analysis.table import LRCurve, lr_curves
 from scaling.config import BatchScheduleConfig
+from scaling.config.targets import parse_target
 
 
 def is_scheduled(record: dict) -> bool:
@@ -154,7 +155,8 @@ def _catch_up(scheduled: list[dict], fixed: list[dict], entries: list[dict],
         if entry["reached"] and finals:
             point = next((p for p in target["points"] if p["batch_size"] == finals[-1]), None)
             return catch_up(scheduled, fixed, entry["best_lr"], finals[-1],
-                            point and point["best_lr"], target["metric"])
+                            point and point["best_lr"], target["metric"],
+                            lower_is_better=parse_target(target["name"])[1].startswith("<"))
     return None
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from scaling.analysis.curves import b_noise_at, b_simple_at, b_simple_precond_at
 from scaling.config import AXES
-from scaling.config.targets import FIRST, Reach, crossing, parse_target, series, undecided_bound
+from scaling.config.targets import (FIRST, Reach, crossing, on_examples, parse_target, series,
+                                    step_at_examples, undecided_bound)
 from scaling.lr_curve import Curve, cell_means
 from scaling.store import examples_at
 
@@ -116,6 +117,14 @@ def read_steps(rows: list[dict], target: str, reach: Reach, status: str | None,
     return (late, "clipped", None) if clip else (None, "unconfirmed", None)
 
 
+def read_scheduled(rows: list[dict], target: str, reach: Reach, status: str | None,
+                   clip: bool) -> tuple[float | None, str, float | None, float | None]:
+    """(steps, how read, censored bound in steps, examples) of a run whose batch size changes:
+    read along its examples (config.targets.on_examples), the steps at the examples read."""
+    x, how, bound = read_steps(on_examples(rows), target, reach, status, clip)
+    return step_at_examples(rows, x), how, step_at_examples(rows, bound), x
+
+
 def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
               clip: bool = False) -> list[dict]:
     """One entry per run: identity, status and the interpolated steps/examples/noise per target
@@ -131,13 +140,16 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
                  "steps_censored": {}, "reading": {}, "examples_to_target": {},
                  "b_simple": {}, "b_noise": {}, "b_simple_precond": {}, "first_crossing": {}}
         for name in targets:
-            step, how, bound = read_steps(rows, name, reach, entry["status"], clip)
+            if cfg.get("batch_schedule"):
+                step, how, bound, examples = read_scheduled(rows, name, reach, entry["status"], clip)
+            else:
+                step, how, bound = read_steps(rows, name, reach, entry["status"], clip)
+                examples = None if step is None else examples_at(rows, step, entry["batch_size"])
             entry["steps_to_target"][name], entry["reading"][name] = step, how
             entry["steps_censored"][name] = bound
             entry["first_crossing"][name] = (None if how == "diverged"
                                              else crossing(rows, name, FIRST))
-            entry["examples_to_target"][name] = (
-                None if step is None else examples_at(rows, step, entry["batch_size"]))
+            entry["examples_to_target"][name] = examples
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
             entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
             entry["b_simple_precond"][name] = (None if step is None

@@ -237,6 +237,23 @@ def crossing(rows: list[dict[str, Any]], target: str | tuple[str, str, float],
     return crossing_in(*series(rows, reach.column(metric)), (metric, op, value), reach, clip)
 
 
+def on_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's rows with its examples as the axis the reading runs along. A run whose batch
+    grows takes fewer steps per example after each change, so a window that is a ratio of
+    steps (1.5x the crossing) would span more data than a fixed run's and could outrun the
+    budget; as a ratio of examples it spans what a fixed batch size's window spans (for a fixed
+    batch size the two readings agree)."""
+    return [{**r, "step": r["examples"]} for r in rows if r.get("examples") is not None]
+
+
+def step_at_examples(rows: list[dict[str, Any]], examples: float | None) -> float | None:
+    """The run's step at `examples`, interpolated between its rows."""
+    if examples is None:
+        return None
+    known = np.array([(r["examples"], r["step"]) for r in rows if r.get("examples") is not None])
+    return float(np.interp(examples, known[:, 0], known[:, 1]))
+
+
 def crossing_in(steps: np.ndarray, values: np.ndarray, target: tuple[str, str, float],
                 reach: Reach = Reach(), clip: bool = False) -> float | None:
     """`crossing` from the run's series of the column `reach` reads (`series`), for a caller

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from scaling import config as config_mod
 from scaling.config import Config
-from scaling.config.targets import Reach, crossing
+from scaling.config.targets import Reach, crossing, on_examples, step_at_examples
 from scaling.store.rows import examples_at, undefined_noise_points
 from scaling.train.spec import RunSpec
 
@@ -37,10 +37,17 @@ def run_config(cfg: Config, run_id: str, batch_size: int, spec: RunSpec, *, tota
 
 
 def steps_to_targets(rows: list[dict[str, Any]], targets: Sequence[str], reach: Reach,
-                     diverged: bool, clip: bool = False) -> dict[str, float | None]:
+                     diverged: bool, clip: bool = False, along_examples: bool = False
+                     ) -> dict[str, float | None]:
     """Interpolated steps to each target under `reach`; None where not reached (or diverged).
-    `clip`: a reading window that runs past the last row is cut there (no reading extension)."""
-    return {t: None if diverged else crossing(rows, t, reach, clip) for t in targets}
+    `clip`: a reading window that runs past the last row is cut there (no reading extension).
+    `along_examples`: a scheduled run, read along its examples (targets.on_examples)."""
+    if diverged:
+        return {t: None for t in targets}
+    if along_examples:
+        axis = on_examples(rows)
+        return {t: step_at_examples(rows, crossing(axis, t, reach, clip)) for t in targets}
+    return {t: crossing(rows, t, reach, clip) for t in targets}
 
 
 def run_summary(run_id: str, status: str, rows: list[dict[str, Any]], *, batch_size: int,
@@ -52,10 +59,11 @@ def run_summary(run_id: str, status: str, rows: list[dict[str, Any]], *, batch_s
     `reading_clip` records `clip` (Config.reading_extension <= 1: no reading extension, so a
     window the run's end cuts is read clipped), which the analysis reads back rather than
     deciding again; with it, `reading_clipped` names the targets read so."""
-    to_steps = steps_to_targets(rows, targets, reach, status == "diverged", clip)
+    along = "batch_schedule" in extra
+    to_steps = steps_to_targets(rows, targets, reach, status == "diverged", clip, along)
     extra["reading_clip"] = clip
     if clip:
-        whole = steps_to_targets(rows, targets, reach, status == "diverged")
+        whole = steps_to_targets(rows, targets, reach, status == "diverged", along_examples=along)
         extra["reading_clipped"] = [t for t in targets if to_steps[t] is not None
                                     and whole[t] is None]
     last = rows[-1] if rows else {}
