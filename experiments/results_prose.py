@@ -587,7 +587,7 @@ is {cut_span} the decay's. So under plain SGD the equivalence is a halved rate f
 batch at the same rate, as Smith et al. (2018) found; the sqrt(2) cut is Meterez et al.'s
 (2025) for normalized SGD, an Adam proxy, which this closed form does not model. The engine's
 `seesaw` schedule takes either rule (docs/schedules.md). Weak: one spectrum, a step decay
-only, no Adam; the ramps have not been trained on charlm or mnist1d against their schedules.
+only, no Adam; the ramps trained on mnist1d are in the section above.
 """
 
 
@@ -669,6 +669,105 @@ batch and then follows a rule, while each fixed batch size gets its own best rat
 favours the fixed batches; the fitted curve is itself an interpolation through the fixed
 batch sizes; and each schedule's step counts include the smoothed reading's window across its
 changes.
+"""
+
+
+# -- batch ramps --------------------------------------------------------------------------------
+
+def _catch_up_sentence(s: dict) -> str:
+    """A ramp's catch-up after its last switch: the mean with its interval, or why there is
+    none."""
+    c = s["catch_up"]
+    if not c:
+        return f"{s['name']}: no switch"
+    head = f"{s['name']} (its last switch at {num(c['switch_examples'])} examples)"
+    if c["examples"] is None:
+        return f"{head}: {c['interval']['why']}"
+    return f"{head}: {num(c['examples'])} {interval(c['examples_ci'])} examples later"
+
+
+def _hardest_common(a: dict, names: tuple[str, str]) -> dict[str, dict] | None:
+    """The hardest loss target two schedules both reach, each's entry there."""
+    by = {s["name"]: {t["target"]: t for t in s["targets"] if t["reached"]}
+          for s in a["schedules"] if s["name"] in names}
+    common = [t for t in by.get(names[0], {}) if t in by.get(names[1], {})
+              and t.startswith("eval_loss")]
+    if len(by) < 2 or not common:
+        return None
+    hard = min(common, key=lambda t: float(t.split("<=")[1]))
+    return {n: by[n][hard] for n in names}
+
+
+def ramps_fields(results: Path) -> dict:
+    """The batch ramps under a cosine against the fixed batches, the Seesaw rate rules, the
+    catch-up after each switch."""
+    a = _load(results / "ramps_mnist1d" / "analysis.json")
+    first = a["schedules"][0]["first_batch"]
+    fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
+            for r in [_vs_fit_ratio(t)] if r is not None]
+    seesaws = sorted(s["name"] for s in a["schedules"] if s["kind"] == "seesaw")
+    rules = {s["name"]: s["lr_rule"] for s in a["schedules"]}
+    pair = _hardest_common(a, tuple(seesaws[:2])) if len(seesaws) >= 2 else None
+    verdict = "the study does not tell the rules apart"
+    if pair:
+        apart = [n for n, t in pair.items()
+                 if not _holds(_against(t, "start")["examples_ratio_ci"], 1.0)]
+        verdict = (f"{', '.join(apart)} is told apart from batch {num(first)}'s examples"
+                   if apart else "neither rule's examples ratio is told apart from 1 at the "
+                   "seeds trained, so the study does not settle which rule SGD needs here")
+        rule_text = "; ".join(
+            f"{n} ({rules[n]} rule) reaches {t['target']} at "
+            f"{_ratio_ci(_against(t, 'start'), 'examples_ratio')} the examples of batch "
+            f"{num(first)} and {_ratio_ci(_against(t, 'start'), 'steps_ratio')} its steps"
+            for n, t in pair.items())
+    else:
+        rule_text = "the two Seesaw rules reach no common loss target"
+    unreached = {t["name"]: t["unreached_batch_sizes"] for t in a["targets"]
+                 if t["unreached_batch_sizes"]}
+    fewest = min(((s["name"], _against(t, "start")["steps_ratio"]) for s in a["schedules"]
+                  for t in s["targets"] if t["reached"]), key=lambda p: p[1], default=("-", 0))
+    return dict(min=_minutes(_study(results, "ramps_mnist1d")), seeds=_seeds(a["sweep"]),
+                verdict=verdict, fewest=fewest[0],
+                tol=next((_pct(s["catch_up"]["tolerance"]) for s in a["schedules"]
+                          if s["catch_up"]), "-"),
+                first=num(first), sizes=", ".join(num(b) for b in a["sweep"]["batch_sizes"]),
+                lines=_schedule_sentence(a), rules=rule_text,
+                fit=_span(fits, lambda v: f"{v:.2f}") if fits else "-",
+                catch="; ".join(_catch_up_sentence(s) for s in a["schedules"]),
+                unreached="; ".join(f"{k} by batch {', '.join(num(b) for b in v)}"
+                                    for k, v in unreached.items()) or "none")
+
+
+RAMPS = """\
+`python experiments/run_study.py ramps_mnist1d` ({min} of training): four batch ramps on the
+mnist1d MLP with momentum SGD (Seesaw with its sqrt(2) cut, the same ramp keeping the rate, a
+late switch, a ramp linear in examples; results/ramps_mnist1d), each trained at every
+learning rate of batch {first}'s first grid x {seeds}, beside fixed batch sizes {sizes} that
+each decay their rate by a cosine to 0 over the same budget. Batch {first} under its cosine is
+the schedule the ramps stand in for. Intervals are 95% over seeds, each side's seeds resampled
+([docs/schedules.md](../docs/schedules.md)); a ramp is read along its examples, so its reading
+window spans the data a fixed batch size's does.
+
+**Against batch {first} under its cosine**, at the hardest loss target each ramp reaches:
+{lines}. The fewest steps against batch {first} at any target: {fewest}. Seesaw and the switch
+change the batch only in the second half of the budget, so they match batch {first} at the
+early targets and differ only at the late ones.
+
+**Seesaw's rate rule on SGD:** {rules}. The closed form above (SGD on the NQM) predicts that
+keeping the rate is plain SGD's equivalence and the sqrt(2) cut is not; on this MLP {verdict}.
+
+**Against every fixed batch size:** placed on the fixed batches' fitted trade-off, the ramps
+need {fit}x the examples the fit needs at their steps (the fit has no interval, so a few per
+cent from 1 is not resolved).
+
+**The catch-up** (examples after the last switch until the eval loss is within {tol} of the fixed
+run at the final batch size): {catch}.
+
+Where this is weak: {seeds}; each ramp's learning rate is chosen once at its start batch and
+then follows its rule, while each fixed batch size gets its own best rate; targets unreached
+by every seed of some batch size: {unreached}; a reading window that straddles a switch,
+where the loss jumps, mixes batch sizes and can read late (the switch at its hardest target
+above); the catch-up's jackknife interval over so few seeds can run below zero.
 """
 
 
@@ -966,6 +1065,8 @@ SECTIONS = (
     Section("What the schedules show, against Smith et al. (2018) and Merrill et al. (2025)",
             ("schedules_mnist1d/analysis.json", "schedules_charlm/analysis.json"),
             schedules_fields, SCHEDULES),
+    Section("Batch ramps under a cosine decay, against the fixed batch sizes: mnist1d",
+            ("ramps_mnist1d/analysis.json",), ramps_fields, RAMPS),
     Section("Batch ramps against a learning-rate decay: the NQM in closed form",
             ("seesaw_nqm/table.json",), seesaw_fields, SEESAW),
     Section("Many budgets from one run: cooldown branches on charlm",
