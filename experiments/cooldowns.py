@@ -41,22 +41,22 @@ def train() -> None:
         run_study.run(NAME, SEPARATE, ["budget.cooldowns=null", BUDGETS], quiet=True)
 
 
-def run_differences() -> dict[str, float]:
+def run_differences() -> dict[str, float | None]:
     """Per cooldown cell, the largest relative eval_loss difference of any run to its separate
-    twin at the steps both evaluated."""
+    twin at the steps both evaluated; None where no pair of rows was there to compare (a cell
+    whose run files are not on this machine: committed cells keep no runs)."""
     from scaling import store
 
-    out = {}
+    out: dict[str, float | None] = {}
     for cell in sorted((PROTOCOL / "cells").iterdir()):
-        worst = 0.0
+        gaps = []
         for record in store.load(cell):
             twin = store.run_dir(SEPARATE / "cells" / cell.name, record["run_id"]) / "metrics.jsonl"
             theirs = {r["step"]: r.get("eval_loss") for r in store.read_metrics(twin)}
-            for row in record["metrics"]:
-                other = theirs.get(row["step"])
-                if row.get("eval_loss") is not None and other is not None:
-                    worst = max(worst, abs(row["eval_loss"] - other) / abs(other))
-        out[cell.name] = worst
+            gaps += [abs(row["eval_loss"] - theirs[row["step"]]) / abs(theirs[row["step"]])
+                     for row in record["metrics"] if row.get("eval_loss") is not None
+                     and theirs.get(row["step"]) is not None]
+        out[cell.name] = max(gaps) if gaps else None
     return out
 
 
@@ -119,7 +119,8 @@ def markdown(result: dict) -> str:
              f"against {_number(result['wall_s']['separate'])}.", "",
              "Largest relative difference of eval_loss between a cooldown run and its separate "
              "run, at the steps both evaluated: " + ", ".join(
-                 f"{c} {v:.2g}" for c, v in result["run_differences"].items()) + ".", "",
+                 f"{c} {'not measured (no run files)' if v is None else f'{v:.2g}'}"
+                 for c, v in result["run_differences"].items()) + ".", "",
              "| budget | quantity | cooldowns [95% CI] | separate [95% CI] | each in the other's |",
              "|---|---|---|---|---|"]
     for cell in result["cells"]:
