@@ -155,3 +155,19 @@ def test_the_command_previews_the_cost_and_refuses_shards(tmp_path, capsys):
     assert main(["sweep", config, "--out", str(tmp_path / "o"), "--shard", "0/2"]) == 2
     assert "--shard: a sweep with budget.cooldowns trains in one process" in capsys.readouterr().err
     assert main(["train", config, "--out", str(tmp_path / "o")]) == 2
+
+
+def test_a_cell_without_run_files_has_no_measured_difference(tmp_path, monkeypatch):
+    """experiments/cooldowns.py compares each cooldown run with its separate twin row by row;
+    a committed cell keeps no run files, and there the difference is not measured (None,
+    printed so), never a 0 read from nothing."""
+    import importlib.util
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("cooldowns_study",
+                                                  root / "experiments" / "cooldowns.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "protocol" / "cells" / "max_tokens100").mkdir(parents=True)
+    monkeypatch.setattr(module, "PROTOCOL", tmp_path / "protocol")
+    monkeypatch.setattr(module, "SEPARATE", tmp_path / "separate")
+    assert module.run_differences() == {"max_tokens100": None}
