@@ -74,18 +74,18 @@ def _last(rows: list[dict], metric: str) -> float:
     return max((r["examples"] for r in rows if r.get(metric) is not None), default=0)
 
 
-def _why_none(paired: list[tuple[int, dict, dict]], per_seed: dict[str, float | None],
+def _why_none(paired: list[tuple[int, dict, dict, int]], per_seed: dict[str, float | None],
               final_batch: int, metric: str, lower_is_better: bool) -> str:
     """Why a schedule has no mean catch-up, seed by seed: its fixed run stopped (its targets
     read) more than 1% of the budget before the scheduled run ended, so it cannot say; the
     scheduled run stayed ahead of the fixed one; or it never came within the tolerance."""
     parts: dict[str, list[str]] = {"stopped": [], "ahead": [], "never": []}
-    for s, r, f in paired:
+    for s, r, f, start in paired:
         if per_seed[str(s)] is not None:
             continue
-        start = switch_examples(r["summary"].get("batch_path") or []) or 0
-        if _last(f["metrics"], metric) < 0.99 * _last(r["metrics"], metric):
-            parts["stopped"].append(f"{s} (at {int(_last(f['metrics'], metric)):,} examples)")
+        stopped_at = _last(f["metrics"], metric)
+        if stopped_at < 0.99 * _last(r["metrics"], metric):
+            parts["stopped"].append(f"{s} (at {int(stopped_at):,} examples)")
         elif ahead(r["metrics"], f["metrics"], start, metric, lower_is_better):
             parts["ahead"].append(str(s))
         else:
@@ -116,10 +116,10 @@ def catch_up(scheduled: list[dict], fixed: list[dict], lr: float | None, final_b
         return {**entry, "switch_examples": None, "examples": None, "examples_ci": None,
                 "per_seed": {}, "interval": intervals.none(
                     f"no fixed run at batch {final_batch} reached the target to set it against")}
-    paired = [(s, r, theirs[s]) for s, r in sorted(mine.items())
+    paired = [(s, r, theirs[s], starts[s]) for s, r in sorted(mine.items())
               if s in theirs and starts[s] is not None]
-    per_seed = {str(s): seed_catch_up(r["metrics"], f["metrics"], starts[s], metric)
-                for s, r, f in paired}
+    per_seed = {str(s): seed_catch_up(r["metrics"], f["metrics"], start, metric)
+                for s, r, f, start in paired}
     values = [v for v in per_seed.values() if v is not None]
     both = len(values) == len(per_seed) and len(values) > 0
     mean = float(np.mean(values)) if both else None
