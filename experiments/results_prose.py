@@ -601,6 +601,12 @@ def _ratio_ci(c: dict, key: str) -> str:
     return f"{num(c[key])}x {interval(c[key + '_ci'])}"
 
 
+def _hardest_loss(targets) -> str | None:
+    """The hardest eval-loss target among these names (the lowest threshold); None without one."""
+    return min((t for t in targets if t.startswith("eval_loss")),
+               key=lambda t: float(t.split("<=")[1]), default=None)
+
+
 def _schedule_sentence(analysis: dict) -> str:
     """Per schedule, its steps and examples against the batch it starts from at the hardest
     target each reaches, with the seeds' intervals."""
@@ -610,8 +616,8 @@ def _schedule_sentence(analysis: dict) -> str:
         if not reached:
             out.append(f"{s['name']} reaches no target")
             continue
-        hard = min((t for t in reached if t["target"].startswith("eval_loss")),
-                   key=lambda t: float(t["target"].split("<=")[1]), default=reached[-1])
+        by_name = {t["target"]: t for t in reached}
+        hard = by_name.get(_hardest_loss(by_name), reached[-1])
         start = _against(hard, "start")
         out.append(f"{s['name']} ({s['kind'].replace('_', '-')} from {num(s['first_batch'])}) reaches "
                    f"{hard['target']} in {_ratio_ci(start, 'steps_ratio')} the steps of batch "
@@ -690,11 +696,9 @@ def _hardest_common(a: dict, names: tuple[str, str]) -> dict[str, dict] | None:
     """The hardest loss target two schedules both reach, each's entry there."""
     by = {s["name"]: {t["target"]: t for t in s["targets"] if t["reached"]}
           for s in a["schedules"] if s["name"] in names}
-    common = [t for t in by.get(names[0], {}) if t in by.get(names[1], {})
-              and t.startswith("eval_loss")]
-    if len(by) < 2 or not common:
+    hard = _hardest_loss(t for t in by.get(names[0], {}) if t in by.get(names[1], {}))
+    if len(by) < 2 or hard is None:
         return None
-    hard = min(common, key=lambda t: float(t.split("<=")[1]))
     return {n: by[n][hard] for n in names}
 
 
