@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from scaling.analysis.intervals import describe
 from scaling.formatting import estimate, interval, number as num, short_number
 
 # Published values the studies are read against (fixed by the papers, not by our runs).
@@ -689,7 +690,8 @@ def _catch_up_sentence(s: dict) -> str:
     head = f"{s['name']} (its last switch at {num(c['switch_examples'])} examples)"
     if c["examples"] is None:
         return f"{head}: {c['interval']['why']}"
-    return f"{head}: {num(c['examples'])} {interval(c['examples_ci'])} examples later"
+    return (f"{head}: {num(c['examples'])} {interval(c['examples_ci'])} examples later "
+            f"({describe(c['interval'])})")
 
 
 def _hardest_common(a: dict, names: tuple[str, str]) -> dict[str, dict] | None:
