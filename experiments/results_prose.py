@@ -704,13 +704,33 @@ def _hardest_common(a: dict, names: tuple[str, str]) -> dict[str, dict] | None:
     return {n: by[n][hard] for n in names}
 
 
-def ramps_fields(results: Path) -> dict:
-    """The batch ramps under a cosine against the fixed batches, the Seesaw rate rules, the
-    catch-up after each switch."""
-    a = _load(results / "ramps_mnist1d" / "analysis.json")
-    first = a["schedules"][0]["first_batch"]
+def _ramps(results: Path, name: str) -> tuple[dict, dict]:
+    """A ramps study's analysis and the fields both ramps sections share: the ramps against
+    the batch they start from and against the fixed batches' fit, the catch-up, the gaps."""
+    a = _load(results / name / "analysis.json")
     fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
             for r in [_vs_fit_ratio(t)] if r is not None]
+    unreached = {t["name"]: t["unreached_batch_sizes"] for t in a["targets"]
+                 if t["unreached_batch_sizes"]}
+    fewest = min(((s["name"], _against(t, "start")["steps_ratio"]) for s in a["schedules"]
+                  for t in s["targets"] if t["reached"]), key=lambda p: p[1], default=("-", 0))
+    return a, dict(min=_minutes(_study(results, name)), seeds=_seeds(a["sweep"]),
+                   fewest=fewest[0], first=num(a["schedules"][0]["first_batch"]),
+                   tol=next((_pct(s["catch_up"]["tolerance"]) for s in a["schedules"]
+                             if s["catch_up"]), "-"),
+                   sizes=", ".join(num(b) for b in a["sweep"]["batch_sizes"]),
+                   lines=_schedule_sentence(a),
+                   fit=_span(fits, lambda v: f"{v:.2f}") if fits else "-",
+                   catch="; ".join(_catch_up_sentence(s) for s in a["schedules"]),
+                   unreached="; ".join(f"{k} by batch {', '.join(num(b) for b in v)}"
+                                       for k, v in unreached.items()) or "none")
+
+
+def ramps_fields(results: Path) -> dict:
+    """The batch ramps on mnist1d under a cosine against the fixed batches, with the two
+    Seesaw rate rules set against each other."""
+    a, out = _ramps(results, "ramps_mnist1d")
+    first = a["schedules"][0]["first_batch"]
     seesaws = sorted(s["name"] for s in a["schedules"] if s["kind"] == "seesaw")
     rules = {s["name"]: s["lr_rule"] for s in a["schedules"]}
     pair = _hardest_common(a, tuple(seesaws[:2])) if len(seesaws) >= 2 else None
@@ -728,20 +748,12 @@ def ramps_fields(results: Path) -> dict:
             for n, t in pair.items())
     else:
         rule_text = "the two Seesaw rules reach no common loss target"
-    unreached = {t["name"]: t["unreached_batch_sizes"] for t in a["targets"]
-                 if t["unreached_batch_sizes"]}
-    fewest = min(((s["name"], _against(t, "start")["steps_ratio"]) for s in a["schedules"]
-                  for t in s["targets"] if t["reached"]), key=lambda p: p[1], default=("-", 0))
-    return dict(min=_minutes(_study(results, "ramps_mnist1d")), seeds=_seeds(a["sweep"]),
-                verdict=verdict, fewest=fewest[0],
-                tol=next((_pct(s["catch_up"]["tolerance"]) for s in a["schedules"]
-                          if s["catch_up"]), "-"),
-                first=num(first), sizes=", ".join(num(b) for b in a["sweep"]["batch_sizes"]),
-                lines=_schedule_sentence(a), rules=rule_text,
-                fit=_span(fits, lambda v: f"{v:.2f}") if fits else "-",
-                catch="; ".join(_catch_up_sentence(s) for s in a["schedules"]),
-                unreached="; ".join(f"{k} by batch {', '.join(num(b) for b in v)}"
-                                    for k, v in unreached.items()) or "none")
+    return {**out, "verdict": verdict, "rules": rule_text}
+
+
+def ramps_charlm_fields(results: Path) -> dict:
+    """The batch ramps on charlm with Adam under a cosine against the fixed batches."""
+    return _ramps(results, "ramps_charlm")[1]
 
 
 RAMPS = """\
@@ -773,7 +785,8 @@ Where this is weak: {seeds}; each ramp's learning rate is chosen once at its sta
 then follows its rule, while each fixed batch size gets its own best rate; targets unreached
 by every seed of some batch size: {unreached}; a reading window that straddles a switch,
 where the loss jumps, mixes batch sizes and can read late (the switch at its hardest target
-above); the catch-up's jackknife interval over so few seeds can run below zero.
+above); the catch-up's jackknife interval over so few seeds is wide, and where it would run
+below zero it is cut at 0 (a catch-up is never negative).
 """
 
 
