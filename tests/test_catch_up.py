@@ -58,13 +58,14 @@ def test_seeds_give_a_mean_and_its_jackknife_interval():
     """Decays of 500, 300 and 700 examples: catch-ups 1,200, 700 and 1,700 (the first
     evaluations past 1,151, 691 and 1,612); mean 1,200, leave-one-out means 1,200, 1,450 and
     950, so the jackknife's standard error is sqrt(2/3 x 125,000) = 289 and the interval
-    1,200 -+ t(0.975, 2 dof) x 289."""
+    1,200 -+ t(0.975, 2 dof) x 289 = [-43, 2,443], its lower end cut at 0: a catch-up is
+    never negative."""
     mine, theirs = _records({0: 500, 1: 300, 2: 700})
     got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
     assert got["per_seed"] == {"0": 1200, "1": 700, "2": 1700}
     assert got["switch_examples"] == 1000 and got["examples"] == pytest.approx(1200)
     half = t975(2) * math.sqrt(2 / 3 * 125000)
-    assert got["examples_ci"] == pytest.approx([1200 - half, 1200 + half], rel=1e-5)
+    assert 1200 - half < 0 and got["examples_ci"] == pytest.approx([0, 1200 + half], rel=1e-5)
     assert got["interval"]["resamples"] == "seeds"
     text = catch_up_text(got)
     assert "after its switch at 1,000 examples it came within 1% of the fixed batch 64 run" in text

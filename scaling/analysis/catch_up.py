@@ -129,6 +129,7 @@ def catch_up(scheduled: list[dict], fixed: list[dict], lr: float | None, final_b
     if both and len(values) >= 2:
         replicates = [float(np.mean(values[:i] + values[i + 1:])) for i in range(len(values))]
         ci = intervals.from_replicates(mean, replicates, "jackknife", len(values), log=False)
+        ci = ci and [max(0.0, ci[0]), ci[1]]  # a catch-up is never negative: no coverage lost
         record = intervals.info("seeds", "jackknife", len(values))
     return {**entry, "switch_examples": int(np.median([starts[int(s)] for s in per_seed])) if per_seed
             else None, "examples": mean, "examples_ci": ci, "per_seed": per_seed,
