@@ -752,8 +752,19 @@ def ramps_fields(results: Path) -> dict:
 
 
 def ramps_charlm_fields(results: Path) -> dict:
-    """The batch ramps on charlm with Adam under a cosine against the fixed batches."""
-    return _ramps(results, "ramps_charlm")[1]
+    """The batch ramps on charlm with Adam under a cosine against the fixed batches, with where
+    in the budget each ramp reaches its hardest target."""
+    a, out = _ramps(results, "ramps_charlm")
+    budget = _load(results / "ramps_charlm" / "arithmetic.json")[0]["examples"]
+    where = []
+    for s in a["schedules"]:
+        reached = [t for t in s["targets"] if t["reached"]]
+        if reached:
+            last = max(reached, key=lambda t: t["examples"])
+            at = f", its switch at {s['settings']['at'][0]:g} of it" if s["kind"] == "switch" else ""
+            where.append(f"{s['name']} at {num(last['examples'])} examples "
+                         f"({_pct(last['examples'] / budget)} of the budget{at})")
+    return {**out, "budget": num(budget), "where": "; ".join(where)}
 
 
 RAMPS = """\
@@ -800,6 +811,12 @@ under its cosine is the schedule the ramps stand in for; intervals as in the mni
 
 **Against batch {first} under its cosine**, at the hardest loss target each ramp reaches:
 {lines}. The fewest steps against batch {first} at any target: {fewest}.
+
+**Where in the budget ({budget} sequences) each ramp reaches its hardest target:** {where}.
+Under a cosine to 0 without warm-up, Seesaw's first doubling comes half-way, where the rate has
+fallen to half its peak; a target reached before a ramp's first change is read on what is still
+batch {first}'s run, so there the study compares batch {first} with itself and says nothing of
+the ramp.
 
 **Against every fixed batch size:** placed on the fixed batches' fitted trade-off, the ramps
 need {fit}x the examples the fit needs at their steps (the fit has no interval).
@@ -1113,7 +1130,8 @@ SECTIONS = (
     Section("Batch ramps under a cosine decay, against the fixed batch sizes: mnist1d",
             ("ramps_mnist1d/analysis.json",), ramps_fields, RAMPS),
     Section("Batch ramps under a cosine decay, against the fixed batch sizes: charlm",
-            ("ramps_charlm/analysis.json",), ramps_charlm_fields, RAMPS_CHARLM),
+            ("ramps_charlm/analysis.json", "ramps_charlm/arithmetic.json"), ramps_charlm_fields,
+            RAMPS_CHARLM),
     Section("Batch ramps against a learning-rate decay: the NQM in closed form",
             ("seesaw_nqm/table.json",), seesaw_fields, SEESAW),
     Section("Many budgets from one run: cooldown branches on charlm",
