@@ -632,10 +632,8 @@ def schedules_fields(results: Path) -> dict:
     out = {}
     for name in ("schedules_mnist1d", "schedules_charlm"):
         a = _load(results / name / "analysis.json")
-        fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
-                for r in [_vs_fit_ratio(t)] if r is not None]
         out[name] = _schedule_sentence(a)
-        out[name + "_fit"] = _span(fits, lambda v: f"{v:.2f}") if fits else "-"
+        out[name + "_fit"] = _fit_span(a)
         out[name + "_min"] = _minutes(_study(results, name))
         out["seeds"] = _seeds(a["sweep"])
     return {"mnist": out["schedules_mnist1d"], "charlm": out["schedules_charlm"],
@@ -648,6 +646,14 @@ def _vs_fit_ratio(t: dict) -> float | None:
     """A schedule's examples over the fixed batches' fit at its steps (the table's 'vs fit')."""
     fit = t.get("vs_fit") or {}
     return fit.get("examples_ratio")
+
+
+def _fit_span(a: dict) -> str:
+    """The span of every schedule's examples over the fixed batches' fit, at each target it
+    reaches ('-' without one)."""
+    fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
+            for r in [_vs_fit_ratio(t)] if r is not None]
+    return _span(fits, lambda v: f"{v:.2f}") if fits else "-"
 
 
 SCHEDULES = """\
@@ -708,8 +714,6 @@ def _ramps(results: Path, name: str) -> tuple[dict, dict]:
     """A ramps study's analysis and the fields both ramps sections share: the ramps against
     the batch they start from and against the fixed batches' fit, the catch-up, the gaps."""
     a = _load(results / name / "analysis.json")
-    fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
-            for r in [_vs_fit_ratio(t)] if r is not None]
     unreached = {t["name"]: t["unreached_batch_sizes"] for t in a["targets"]
                  if t["unreached_batch_sizes"]}
     fewest = min(((s["name"], _against(t, "start")["steps_ratio"]) for s in a["schedules"]
@@ -720,13 +724,13 @@ def _ramps(results: Path, name: str) -> tuple[dict, dict]:
                              if s["catch_up"]), "-"),
                    sizes=", ".join(num(b) for b in a["sweep"]["batch_sizes"]),
                    lines=_schedule_sentence(a),
-                   fit=_span(fits, lambda v: f"{v:.2f}") if fits else "-",
+                   fit=_fit_span(a),
                    catch="; ".join(_catch_up_sentence(s) for s in a["schedules"]),
                    unreached="; ".join(f"{k} by batch {', '.join(num(b) for b in v)}"
                                        for k, v in unreached.items()) or "none")
 
 
-def ramps_fields(results: Path) -> dict:
+def ramps_mnist1d_fields(results: Path) -> dict:
     """The batch ramps on mnist1d under a cosine against the fixed batches, with the two
     Seesaw rate rules set against each other."""
     a, out = _ramps(results, "ramps_mnist1d")
@@ -761,7 +765,8 @@ def ramps_charlm_fields(results: Path) -> dict:
         reached = [t for t in s["targets"] if t["reached"]]
         if reached:
             last = max(reached, key=lambda t: t["examples"])
-            at = f", its switch at {s['settings']['at'][0]:g} of it" if s["kind"] == "switch" else ""
+            at = (f", its switch at {s['settings']['at'][0]:g} of it" if s["kind"] == "switch"
+                  else "")
             where.append(f"{s['name']} at {num(last['examples'])} examples "
                          f"({_pct(last['examples'] / budget)} of the budget{at})")
     return {**out, "budget": num(budget), "where": "; ".join(where)}
@@ -1128,7 +1133,7 @@ SECTIONS = (
             ("schedules_mnist1d/analysis.json", "schedules_charlm/analysis.json"),
             schedules_fields, SCHEDULES),
     Section("Batch ramps under a cosine decay, against the fixed batch sizes: mnist1d",
-            ("ramps_mnist1d/analysis.json",), ramps_fields, RAMPS),
+            ("ramps_mnist1d/analysis.json",), ramps_mnist1d_fields, RAMPS),
     Section("Batch ramps under a cosine decay, against the fixed batch sizes: charlm",
             ("ramps_charlm/analysis.json", "ramps_charlm/arithmetic.json"), ramps_charlm_fields,
             RAMPS_CHARLM),
