@@ -10,7 +10,8 @@ diverge therefore trains at least to `window` x its batch size's fewest steps to
 that takes longest there (or its budget). `floor_lines` sums that over the runs the sweep
 trained, and over the fewest a search can train: the first grid's runs that did not diverge
 and two more rates per batch size, the fewest that put two neighbours within the resolution of
-a best (more where the targets' optima differ).
+a best (more where the targets' optima differ). Last, per run status, how far past the floor
+the runs trained (examples over the floor): where the examples above it go.
 
     python experiments/search_cost.py results/quickstart
 """
@@ -22,6 +23,8 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+
+import numpy as np
 
 from scaling import store
 from scaling.analysis.analyze import sweep_reading
@@ -116,6 +119,19 @@ def floor_lines(table: dict[int, dict[int, list[int]]], per: dict[int, tuple[int
             f"and {NEW_PER_BRACKET} more rates per batch size): {fewest:,} examples"]
 
 
+def status_lines(runs: list[dict], per: dict[int, tuple[int, int, int]]) -> list[str]:
+    """Per run status (diverged runs aside): the runs and how far past the per-run floor they
+    trained, examples over the floor as median [10th, 90th percentile]: where the examples
+    above the floor go."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for s in runs:
+        if s.get("status") != "diverged":
+            by[s.get("status") or "-"].append(s["examples"] / per[s["batch_size"]][0])
+    return [f"{k}: {len(v)} runs trained {np.median(v):.2f}x the floor "
+            f"[{np.percentile(v, 10):.2f}, {np.percentile(v, 90):.2f}]"
+            for k, v in sorted(by.items())]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="a searched sweep's results folder, with its runs")
@@ -126,7 +142,8 @@ def main() -> None:
                          "into it first)")
     round_of = rounds_of(args.dir)
     table = split(runs, round_of)
-    print("\n".join(lines(table) + floor_lines(table, floors(args.dir, runs, round_of))))
+    per = floors(args.dir, runs, round_of)
+    print("\n".join(lines(table) + floor_lines(table, per) + status_lines(runs, per)))
 
 
 if __name__ == "__main__":

@@ -483,7 +483,10 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
     its first grid and 0.316228 in round 1 (400); B = 16 only its grid (800). B = 8's fewest
     steps are 10 and 30, so every run that did not diverge trains at least 1.5 x 30 = 45 steps
     (360 examples); at B = 16 the target is never reached: its budget, 800. These runs: 2 x 360
-    + 800 = 1,520 of 1,720; the fewest a search trains: (1 + 2) x 360 + (1 + 2) x 800."""
+    + 800 = 1,520 of 1,720; the fewest a search trains: (1 + 2) x 360 + (1 + 2) x 800. Per
+    status: the completed runs trained 400 / 360 and 480 / 360 of the floor (median 1.22; 10th
+    and 90th percentiles interpolated, 1.11 + 0.1 x 0.22 and 1.11 + 0.9 x 0.22), the
+    budget run 800 / 800."""
     tool = runpy.run_path(str(Path(__file__).parents[1] / "experiments" / "search_cost.py"))
     cfg = config(SWEEP)
     store.write_json(tmp_path / store.ARITHMETIC, [for_config(cfg, b).to_dict() for b in (8, 16)])
@@ -509,3 +512,6 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
     these, fewest = tool["floor_lines"](table, floors)
     assert "1,520 examples (88% of the 1,720 trained)" in these
     assert fewest.endswith(f"{3 * 360 + 3 * 800:,} examples")
+    assert tool["status_lines"](runs, floors) == [
+        "budget: 1 runs trained 1.00x the floor [1.00, 1.00]",
+        "completed: 2 runs trained 1.22x the floor [1.13, 1.31]"]
