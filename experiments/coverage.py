@@ -14,6 +14,7 @@ the replicates' own 95% spread, and the point estimate's median ratio to the tru
     python experiments/coverage.py                  # ~1 h on 2 cores (training ~45 min)
     python experiments/coverage.py --spectra noise  # one spectrum
     python experiments/coverage.py --seeds 12       # a quick look (4 groups of 3)
+    python experiments/coverage.py --render         # report.md again from coverage.json
 
 Writes results/coverage/{coverage.json, report.md}; the run files stay under
 results/coverage/<spectrum>/runs (not committed; a rerun resumes them and only analyses).
@@ -25,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import yaml
 
@@ -40,6 +43,7 @@ from scaling.analysis.nqm_reference import closed_form_b_crit, steps_to_target
 from scaling.analysis.points import best_point
 from scaling.analysis.table import LRCurve, lr_curves, run_table
 from scaling.config.names import LR_SELECTIONS
+from scaling.config.schema import AnalysisConfig
 from scaling.sweep import runner
 from scaling.tasks.nqm import spectra, trained_spectra
 
@@ -52,6 +56,7 @@ EVAL_EVERY = 10  # plus 20 points per decade: the reading's resolution at a tent
 SEEDS = 96
 GROUP_SIZES = (3, 1)
 BOOTSTRAP = 400  # percentile draws per group
+DEFAULT_SELECTION = AnalysisConfig.lr_selection
 # Curvature h_i = i^-h_power, per-example noise variance c_i = c_scale i^-c_power; targets as
 # fractions of the starting loss.
 SPECTRA = {
@@ -75,7 +80,7 @@ def sweep_config(name: str, seeds: int) -> config_mod.Config:
         "batch": {"sizes": SIZES}, "budget": {"max_steps": MAX_STEPS},
         "learning_rate": {"values": FIRST_GRID}, "targets": target_names(name),
         "eval": {"every": EVAL_EVERY, "points_per_decade": 20}, "train": {"chunk_steps": 500},
-        "parallel": {"data": 1, "runs": 1}, "gns": {"enabled": False},
+        "parallel": {"data": 1, "runs": jax.device_count()}, "gns": {"enabled": False},
         "seeds": list(range(seeds))})
 
 
@@ -183,7 +188,7 @@ def summary(rows: list[dict], truth: float) -> dict:
         if np.isfinite(values).sum() > 1 else [math.nan, math.nan]
     widths = [hi - lo for lo, hi in cis]
     return {"groups": len(rows), "fitted": int(np.isfinite(values).sum()),
-            "with_interval": len(cis),
+            "with_interval": len(cis), "width_dof": width_dof(cis),
             "coverage": float(np.mean([lo <= truth <= hi for lo, hi in cis])) if cis else None,
             "median_width_over_spread": (float(np.median(widths) / (spread[1] - spread[0]))
                                          if cis and spread[1] > spread[0] else None),
@@ -191,6 +196,17 @@ def summary(rows: list[dict], truth: float) -> dict:
             "ratio_10_90": ([float(v) for v in np.nanpercentile(ratios, [10, 90])]
                             if np.isfinite(ratios).any() else None),
             "identified": int(sum(r["identified"] for r in rows))}
+
+
+def width_dof(cis: list[list[float]]) -> float | None:
+    """How many degrees of freedom the intervals' variance estimate carries, measured across the
+    groups: 2 / CV^2 of the squared half-widths on the log scale (a variance estimate with nu
+    degrees of freedom, scaled chi-square, has CV^2 = 2 / nu). A method that counts more
+    degrees of freedom than this takes too small a t quantile and under-covers."""
+    half = np.array([math.log(hi / lo) / 2 for lo, hi in cis if lo > 0 and hi > lo]) ** 2
+    if len(half) < 3 or half.var() == 0:
+        return None
+    return float(2 * half.mean() ** 2 / half.var())
 
 
 def cells(result: dict) -> list[dict]:
@@ -226,25 +242,57 @@ def markdown(results: list[dict]) -> str:
              "its own. Truth: the closed form's B_crit at each batch size's optimal constant "
              "learning rate. Coverage: the share of nominal-95% intervals that hold the truth; "
              "width: the median interval width over the groups' own 2.5-97.5% spread of B_crit; "
-             "ratio: the median B_crit over the truth [10th, 90th percentile].", ""]
+             "ratio: the median B_crit over the truth [10th, 90th percentile]; width dof: the "
+             "degrees of freedom the intervals' variance carries, measured across the groups "
+             "(2 / CV^2 of the squared half-widths, log scale).", ""] + width_lines(results)
     for res in results:
         lines += [f"## {res['spectrum']}: {res['about']}", "",
                   f"{res['seeds']} seeds, {res['runs']:,} runs, {res['examples']:,} examples, "
                   f"training {res['train_s'] / 60:.1f} min.", ""] + bias_lines(res) + [
                   "",
                   "| target | truth | seeds per group | selection | interval | groups | "
-                  "coverage | width / spread | ratio to truth | identified |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "coverage | width / spread | width dof | ratio to truth | identified |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in cells(res):
             ratio = (f"{_num(c['median_ratio'], 3)} [{_num(c['ratio_10_90'][0])}, "
                      f"{_num(c['ratio_10_90'][1])}]" if c["ratio_10_90"] else "-")
             method = c["method"] if c["with_interval"] else "none"
             lines.append(f"| {c['target']} | {c['truth']:.4g} | {c['group_size']} | "
                          f"{c['selection']} | {method} | {c['groups']} | {_pct(c['coverage'])} | "
-                         f"{_num(c['median_width_over_spread'])} | {ratio} | "
+                         f"{_num(c['median_width_over_spread'])} | {_num(c['width_dof'], 1)} | "
+                         f"{ratio} | "
                          f"{c['identified']} of {c['groups']} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _span(values: list[float], fmt: str) -> str:
+    return f"{min(values):{fmt}}-{max(values):{fmt}}" if values else "-"
+
+
+def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
+    """Why the median width cannot come under about 2x the spread with `seeds` seeds, from the
+    widths' measured degrees of freedom: each method's range over every spectrum and target
+    (the default selection), against the floor of a valid interval on that many seeds."""
+    pick = lambda method, key: [c[key] for res in results for c in cells(res)
+                                if c["group_size"] == seeds and c["method"] == method
+                                and c["selection"] == DEFAULT_SELECTION and c[key] is not None]
+    jack, pooled = intervals.DEFAULT_METHOD, "pooled"
+    return [f"Width with {seeds} seeds: an interval whose variance rests on {seeds} seeds alone "
+            f"has {seeds - 1} degrees of freedom, so it takes t({seeds - 1}) = "
+            f"{intervals.t975(seeds - 1):.2f} standard errors each side, and with the standard error "
+            f"estimated without bias its median width is {intervals.width_floor(seeds):.2f}x the "
+            f"replicates' 95% spread. "
+            f"The {jack} is such an interval: its width's measured degrees of freedom "
+            f"{_span(pick(jack, 'width_dof'), '.1f')}, width {_span(pick(jack, 'median_width_over_spread'), '.2f')}x, "
+            f"coverage {_span(pick(jack, 'coverage'), '.0%')} ({DEFAULT_SELECTION} selection, every "
+            f"spectrum and target). Only an interval that borrows degrees of freedom across "
+            f"batch sizes can be narrower: the {pooled} one counts each batch size's seeds as "
+            f"independent (Satterthwaite), but the seeds are shared by every batch size, so its "
+            f"variance carries {_span(pick(pooled, 'width_dof'), '.1f')} degrees of freedom "
+            f"across the groups, not the count it assumes, and it holds "
+            f"{_span(pick(pooled, 'coverage'), '.0%')} at width "
+            f"{_span(pick(pooled, 'median_width_over_spread'), '.2f')}x.", ""]
 
 
 def bias_lines(res: dict) -> list[str]:
@@ -269,8 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spectra", nargs="+", choices=list(SPECTRA), default=list(SPECTRA))
     parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--render", action="store_true",
+                        help="write report.md again from the committed coverage.json, no training")
     args = parser.parse_args(argv)
-    results = [study(name, args.seeds) for name in args.spectra]
+    if args.render:
+        results = json.loads((OUT / "coverage.json").read_text())
+    else:
+        results = [study(name, args.seeds) for name in args.spectra]
     for res in results:
         res["cells"] = cells(res)
     store.atomic_write(OUT / "coverage.json", store.dumps(results) + "\n")

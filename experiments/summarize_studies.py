@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from scaling.analysis import contract
-from scaling.analysis.intervals import describe
+from scaling.analysis.intervals import describe, width_floor
 from scaling.analysis.sections import LRRules
 from scaling.formatting import estimate, interval, number as num
 from scaling.report.answer import lr_sentence
@@ -130,6 +130,10 @@ def state_table() -> list[str]:
             "| study | re-analysed | trained | run files committed |", "|---|---|---|---|"] + rows
 
 
+def _range(values: list[float], fmt: str) -> str:
+    return f"{min(values):{fmt}}-{max(values):{fmt}}" if values else "-"
+
+
 def coverage_table() -> list[str]:
     """The default interval's measured coverage on the NQM, beside the headline table."""
     results = _load(RESULTS / "coverage" / "coverage.json")
@@ -143,9 +147,10 @@ def coverage_table() -> list[str]:
         cover = [c["coverage"] for c in cells]
         width = [c["median_width_over_spread"] for c in cells]
         ratio = [c["median_ratio"] for c in cells + ones]
+        dof = [c["width_dof"] for c in cells if c.get("width_dof") is not None]
         rows.append(f"| {res['spectrum']} | {len(cells)} | {cells[0]['groups']} | "
                     f"{min(cover):.0%}-{max(cover):.0%} | {min(width):.2f}-{max(width):.2f} | "
-                    f"{min(ratio):.3f}-{max(ratio):.3f} |")
+                    f"{_range(dof, '.1f')} | {min(ratio):.3f}-{max(ratio):.3f} |")
     return ["", "## How often the intervals hold the truth", "",
             "The default interval (leave-one-seed-out jackknife with the cross-fitted "
             "selection) against the closed form of the noisy quadratic model, per spectrum over "
@@ -154,8 +159,15 @@ def coverage_table() -> list[str]:
             "of 3-seed groups that hold the closed form's B_crit, their median width over the "
             "groups' own spread, and the point estimate's median ratio to the truth (3-seed "
             "and 1-seed groups; with 1 seed there is no interval).", "",
-            "| spectrum | targets | 3-seed groups | coverage | width / spread | "
-            "median ratio to truth |", "|---|---|---|---|---|---|"] + rows
+            "| spectrum | targets | 3-seed groups | coverage | width / spread | width dof | "
+            "median ratio to truth |", "|---|---|---|---|---|---|---|"] + rows + [
+            "", "With 3 seeds an interval that holds its level cannot be much narrower than twice the spread: its variance rests on the 3 seeds, which every "
+            "batch size shares, so it carries about 2 degrees of freedom (width dof: measured "
+            "across the groups), takes t(2) standard errors each side, and with an unbiased "
+            f"standard error its median width is {width_floor(3):.2f}x the spread; the jackknife's "
+            "widths beyond that are its standard error running above the spread. The pooled "
+            "interval, which counts each batch size's seeds as independent, is narrower and "
+            "under-covers; [coverage/report.md](coverage/report.md) gives both."]
 
 
 def _study_folders(kind: str) -> list[tuple[str, dict, dict | None]]:

@@ -96,3 +96,10 @@ def test_describe_says_what_an_interval_resamples():
                                         (4.02e19, "4.02e19"), (None, "-")])
 def test_counts_print_in_one_style(value, text):
     assert count(value) == text
+
+
+def test_width_floor_with_three_seeds_is_t2_times_the_median_chi():
+    # Wilson-Hilferty: median chi-square(2) = 2 (1 - 1/9)^3 = 1.4047; sqrt(1.4047 / 2) = 0.8381;
+    # 4.303 x 0.8381 / 1.96 = 1.840
+    assert intervals.width_floor(3) == pytest.approx(1.840, abs=5e-4)
+    assert intervals.width_floor(3) > intervals.width_floor(5) > intervals.width_floor(30) > 0.98

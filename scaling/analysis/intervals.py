@@ -17,7 +17,9 @@ selection, the optimum between rates, the fit) on a subset of whole seeds:
   closed form (results/coverage).
 - pooled (the S(B) fit; elsewhere as jackknife): each batch size's own jackknife spread carried
   through the fit's linearisation, the batch sizes taken as independent, so their k - 1
-  degrees of freedom add up (Satterthwaite) and t shrinks (scaling.analysis.fit).
+  degrees of freedom add up (Satterthwaite) and t shrinks (scaling.analysis.fit). The seeds are
+  shared by every batch size, so the degrees of freedom are not all there and it under-covers
+  (results/coverage measures them across groups: `width dof`).
 - percentile: the 2.5 and 97.5 percentiles of `num` bootstrap draws of k seeds with
   replacement; kept for comparison, and for many seeds.
 
@@ -54,6 +56,16 @@ FEW_CELLS = (f"a law on fewer than {MIN_POINTS} cells, or no more cells than coe
 def t975(dof: int) -> float:
     """Student's t two-sided 97.5% quantile at `dof` degrees of freedom (1.96 past 10)."""
     return T975[dof - 1] if 1 <= dof <= len(T975) else 1.96
+
+
+def width_floor(seeds: int) -> float:
+    """The median width, over the replicates' own 95% spread, of a jackknife-style interval
+    log x +- t(k-1) se whose se is estimated from k seeds without bias (normal errors): t(k-1)
+    x the median of chi(k-1) / sqrt(k-1), over 1.96; the chi-square's median by Wilson and
+    Hilferty. How narrow an interval that rests on k seeds alone can be at the median."""
+    nu = seeds - 1
+    median_chi2 = nu * (1 - 2 / (9 * nu)) ** 3
+    return t975(nu) * math.sqrt(median_chi2 / nu) / 1.96
 
 
 def info(resamples: str, method: str | None, replicates: int, why: str | None = None,

@@ -1,0 +1,60 @@
+"""experiments/coverage.py: the harness that measures how often the B_crit intervals hold the
+noisy quadratic model's closed form, on a tiny sweep (slow), and its width arithmetic by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+from scaling.analysis import intervals
+
+PATH = Path(__file__).resolve().parents[1] / "experiments" / "coverage.py"
+
+
+@pytest.fixture
+def coverage(monkeypatch, tmp_path):
+    """The experiment as a module, writing under tmp_path."""
+    spec = importlib.util.spec_from_file_location("coverage_study", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "OUT", tmp_path)
+    return module
+
+
+def _around(half_widths: list[float]) -> list[list[float]]:
+    """Intervals [e^-h, e^h]: half-width h on the log scale."""
+    return [[math.exp(-h), math.exp(h)] for h in half_widths]
+
+
+def test_width_dof_is_two_over_the_squared_half_widths_cv_squared(coverage):
+    # squared half-widths 1, 2, 3: mean 2, variance 2/3, so 2 x 2^2 / (2/3) = 12
+    assert coverage.width_dof(_around([1.0, math.sqrt(2), math.sqrt(3)])) == pytest.approx(12)
+    assert coverage.width_dof(_around([0.5, 0.5, 0.5])) is None  # no spread: not measured
+    assert coverage.width_dof(_around([0.5, 1.0])) is None  # too few groups
+
+
+@pytest.mark.slow
+def test_the_harness_on_a_tiny_nqm(coverage, monkeypatch):
+    """One spectrum, 4 batch sizes, 6 seeds: two 3-seed groups per method and six 1-seed groups,
+    each with B_crit near the closed form; the 3-seed intervals (loose: at least one of the two
+    jackknife intervals per target holds the truth) and the 1-seed groups' missing ones."""
+    monkeypatch.setattr(coverage, "SIZES", [4, 16, 64, 256])
+    monkeypatch.setattr(coverage, "BOOTSTRAP", 50)
+    result = coverage.study("spread", 6)
+    assert result["seeds"] == 6 and result["runs"] > 0
+    rows, truth = result["rows"], result["truth"]
+    for ti, exact in enumerate(truth):
+        jack = [r for r in rows if r["target"] == ti and r["group_size"] == 3
+                and r["method"] == intervals.DEFAULT_METHOD and r["selection"] == "crossfit"]
+        assert len(jack) == 2 and all(r["ci"] for r in jack)
+        assert any(lo <= exact <= hi for lo, hi in (r["ci"] for r in jack)), (jack, exact)
+        singles = [r for r in rows if r["target"] == ti and r["group_size"] == 1]
+        assert len(singles) == 6 and all(r["ci"] is None for r in singles)
+        assert all(r["why"] == intervals.ONE_SEED for r in singles)
+        assert all(0.7 <= r["b_crit"] / exact <= 1.4 for r in jack + singles), (ti, exact)
+    result["cells"] = coverage.cells(result)
+    text = coverage.markdown([result])
+    assert "## spread:" in text and "width dof" in text and "t(2) = 4.30" in text
