@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from scaling.analysis import contract
-from scaling.analysis.intervals import describe, width_floor
+from scaling.analysis.intervals import ONE_SEED, describe, width_floor
 from scaling.analysis.sections import LRRules
 from scaling.formatting import estimate, interval, number as num
 from scaling.report.answer import lr_sentence
@@ -468,8 +468,9 @@ def _study_b_crits(name: str, label: str, analysis: dict) -> str:
     shown = [estimate(t["b_crit"], t.get("b_crit_ci"), (t.get("fit") or {}).get("identification"))
              if fresh else num(t["b_crit"]) for t in _harder(analysis["targets"])]
     seeds = len(analysis["sweep"].get("seeds") or [])
-    over = describe(analysis["targets"][0].get("interval")) if fresh else \
-        "not re-analysed: no interval shown"
+    record = analysis["targets"][0].get("interval") or {}
+    over = ("not re-analysed: no interval shown" if not fresh else
+            "no interval" if record.get("why") == ONE_SEED else describe(record))
     return (f"{label} ({seeds} seed{'s' if seeds != 1 else ''}; {over}), "
             f"{', '.join(t['name'] for t in _harder(analysis['targets']))}: {', '.join(shown)}")
 
