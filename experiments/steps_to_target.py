@@ -13,6 +13,7 @@ average (decay 0.9), a different quantity.
     python experiments/steps_to_target.py                   # ~25 min on 2 cores
     python experiments/steps_to_target.py --spectra noise   # one spectrum
     python experiments/steps_to_target.py --search          # the search arm only
+    python experiments/steps_to_target.py --search --render # search.md again from search.json
 
 Writes results/steps_to_target/{results.json, report.md}; the run files stay under
 results/steps_to_target/<spectrum>/runs (not committed; a rerun resumes them).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -71,6 +73,10 @@ READINGS = {"first": Reach("first"), "sustained 1.5": Reach("sustained", 1.5),
             "smoothed 2": Reach("smoothed", 2.0), "ema 0.9": Reach("ema")}
 SELECTIONS = ("min", "crossfit")
 DEFAULT = ("smoothed 1.5", "crossfit")  # the analysis's default reading and selection
+EARLIER_DEFAULT = ("smoothed 1.5", "min")  # what results.json files without "default" used
+INTERVAL = ("the 95% interval over the group's seeds (leave-one-seed-out jackknife, the "
+            "analysis's default)")
+EARLIER_INTERVAL = "the 95% bootstrap interval"  # and without "interval"
 BOOTSTRAP = 200
 
 
@@ -192,7 +198,10 @@ def search_markdown(results: list[dict]) -> str:
             lines.append(f"| {res['spectrum']} | {r['target']} | {found} | "
                          f"{r['exact_fine']:.4g} | {ratio} | {res['runs']} | "
                          f"{res['examples']:,} | {res['train_s'] / 60:.1f} min |")
-    return "\n".join(lines + [""])
+    held = [r["ci"][0] <= r["exact_fine"] <= r["ci"][1] for res in results for r in res["rows"]
+            if r["ci"] and r["exact_fine"]]
+    return "\n".join(lines + ["", f"The interval holds the exact value at {sum(held)} of "
+                               f"{len(held)} targets.", ""])
 
 
 def study(name: str) -> dict:
@@ -219,6 +228,7 @@ def study(name: str) -> dict:
                              "exact_grid": _round(refs[ti, bg, lg, ema]),
                              "exact_fine": _round(refs[ti, bg, "fine", ema])})
     return {"spectrum": name, "about": about, "options": task, "targets": names,
+            "default": list(DEFAULT), "interval": INTERVAL,
             "fractions_of_start": list(fractions), "train_s": round(train_s, 1), "rows": rows}
 
 
@@ -261,6 +271,7 @@ def markdown(results: list[dict]) -> str:
              "learning rate of the same grid (the moving average's own closed form for ema).", ""]
     for res in results:
         rows, names = res["rows"], res["targets"]
+        default = tuple(res.get("default", EARLIER_DEFAULT))
         lines += [f"## {res['spectrum']}: {res['about']}", "",
                   f"Targets {', '.join(names)} ({', '.join(f'{f:g}' for f in res['fractions_of_start'])}"
                   f" of the starting loss); training {res['train_s'] / 60:.1f} min.", "",
@@ -271,17 +282,16 @@ def markdown(results: list[dict]) -> str:
             cells = [_cell(_ratios(_select(rows, reading=reading, selection=how, target=ti,
                                            lr_grid="10 rates", seeds=3)))
                      for ti in range(len(names))]
-            bold = "**" if (reading, how) == DEFAULT else ""
+            bold = "**" if (reading, how) == default else ""
             lines.append(f"| {bold}{reading}{bold} | {bold}{how}{bold} | " + " | ".join(cells) + " |")
-        lines += ["", f"The default ({DEFAULT[0]}, {DEFAULT[1]}) per grid and seed count; "
+        lines += ["", f"The default ({default[0]}, {default[1]}) per grid and seed count; "
                   "against exact on the grid, against the fine search, and how often the "
-                  "closed form lies inside the 95% interval over the group's seeds "
-                  "(leave-one-seed-out jackknife, the analysis's default):", "",
+                  f"closed form lies inside {res.get('interval', EARLIER_INTERVAL)}:", "",
                   "| batch grid | LR grid | seeds | target | vs exact (grid) | vs exact (fine) | "
                   "inside interval | first crossing, min: vs exact (grid) | inside interval |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for bg, lg, n, ti in itertools.product(BATCH_GRIDS, LR_GRIDS, SEED_COUNTS, range(len(names))):
-            mine = _select(rows, reading=DEFAULT[0], selection=DEFAULT[1], batch_grid=bg,
+            mine = _select(rows, reading=default[0], selection=default[1], batch_grid=bg,
                            lr_grid=lg, seeds=n, target=ti)
             old = _select(rows, reading="first", selection="min", batch_grid=bg, lr_grid=lg,
                           seeds=n, target=ti)
@@ -297,8 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spectra", nargs="+", choices=list(SPECTRA), default=list(SPECTRA))
     parser.add_argument("--search", action="store_true",
                         help="run the search arm only (search.json, search.md)")
+    parser.add_argument("--render", action="store_true",
+                        help="write the markdown again from the committed json, no training")
     args = parser.parse_args(argv)
-    if args.search:
+    if args.render:
+        name, render = ("search", search_markdown) if args.search else ("report", markdown)
+        data = json.loads((OUT / f"{'search' if args.search else 'results'}.json").read_text())
+        store.atomic_write(OUT / f"{name}.md", render(data))
+    elif args.search:
         _write("search", [search_arm(name) for name in args.spectra], search_markdown)
     else:
         _write("results", [study(name) for name in args.spectra], markdown, "report")

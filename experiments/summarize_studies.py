@@ -347,13 +347,18 @@ def search_table() -> list[str]:
     path = RESULTS / "steps_to_target" / "search.md"
     if not path.is_file():
         return []
-    table = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    lines = path.read_text().splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    held = [line for line in lines if line.startswith("The interval holds")]
+    rerun = all("interval" in r for res in _load(RESULTS / "steps_to_target" / "search.json")
+                for r in res["rows"])
     return ["", "With the learning-rate search (the sweep as a user runs it: five rates half a "
             "decade apart, 0.01 to 1, then the search and the stopping of dominated runs; 3 "
             "seeds), against the closed form's optimum over a fine grid:", ""] + table + [
-            "", "From `python experiments/steps_to_target.py --search`; "
-            "[steps_to_target/search.md](steps_to_target/search.md). Not rerun since the "
-            "intervals changed (its interval column is the old bootstrap's)."]
+            "", " ".join(held + ["From `python experiments/steps_to_target.py --search`; "
+                                 "[steps_to_target/search.md](steps_to_target/search.md)."] + (
+                [] if rerun else ["Not rerun since the intervals changed (its interval column "
+                                  "is the old bootstrap's)."]))]
 
 
 def rules_table() -> list[str]:
