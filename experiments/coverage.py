@@ -44,6 +44,7 @@ from scaling.analysis.points import best_point
 from scaling.analysis.table import LRCurve, lr_curves, run_table
 from scaling.config.names import LR_SELECTIONS
 from scaling.config.schema import AnalysisConfig
+from scaling.formatting import span
 from scaling.sweep import runner
 from scaling.tasks.nqm import spectra, trained_spectra
 
@@ -266,33 +267,31 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _span(values: list[float], fmt: str) -> str:
-    return f"{min(values):{fmt}}-{max(values):{fmt}}" if values else "-"
-
-
 def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
     """Why the median width cannot come under about 2x the spread with `seeds` seeds, from the
     widths' measured degrees of freedom: each method's range over every spectrum and target
     (the default selection), against the floor of a valid interval on that many seeds."""
-    pick = lambda method, key: [c[key] for res in results for c in cells(res)
-                                if c["group_size"] == seeds and c["method"] == method
-                                and c["selection"] == DEFAULT_SELECTION and c[key] is not None]
+    def over(method: str, key: str, fmt: str) -> str:
+        return span([c[key] for res in results for c in cells(res)
+                     if c["group_size"] == seeds and c["method"] == method
+                     and c["selection"] == DEFAULT_SELECTION and c[key] is not None],
+                    lambda v: format(v, fmt))
     jack, pooled = intervals.DEFAULT_METHOD, "pooled"
     return [f"Width with {seeds} seeds: an interval whose variance rests on {seeds} seeds alone "
             f"has {seeds - 1} degrees of freedom, so it takes t({seeds - 1}) = "
-            f"{intervals.t975(seeds - 1):.2f} standard errors each side, and with the standard error "
-            f"estimated without bias its median width is {intervals.width_floor(seeds):.2f}x the "
-            f"replicates' 95% spread. "
-            f"The {jack} is such an interval: its width's measured degrees of freedom "
-            f"{_span(pick(jack, 'width_dof'), '.1f')}, width {_span(pick(jack, 'median_width_over_spread'), '.2f')}x, "
-            f"coverage {_span(pick(jack, 'coverage'), '.0%')} ({DEFAULT_SELECTION} selection, every "
-            f"spectrum and target). Only an interval that borrows degrees of freedom across "
-            f"batch sizes can be narrower: the {pooled} one counts each batch size's seeds as "
-            f"independent (Satterthwaite), but the seeds are shared by every batch size, so its "
-            f"variance carries {_span(pick(pooled, 'width_dof'), '.1f')} degrees of freedom "
-            f"across the groups, not the count it assumes, and it holds "
-            f"{_span(pick(pooled, 'coverage'), '.0%')} at width "
-            f"{_span(pick(pooled, 'median_width_over_spread'), '.2f')}x.", ""]
+            f"{intervals.t975(seeds - 1):.2f} standard errors each side, and with the standard "
+            f"error estimated without bias its median width is "
+            f"{intervals.width_floor(seeds):.2f}x the replicates' 95% spread. The {jack} is "
+            f"such an interval: its width's measured degrees of freedom "
+            f"{over(jack, 'width_dof', '.1f')}, width "
+            f"{over(jack, 'median_width_over_spread', '.2f')}x, coverage "
+            f"{over(jack, 'coverage', '.0%')} ({DEFAULT_SELECTION} selection, every spectrum and "
+            f"target). Only an interval that borrows degrees of freedom across batch sizes can be "
+            f"narrower: the {pooled} one counts each batch size's seeds as independent "
+            f"(Satterthwaite), but the seeds are shared by every batch size, so its variance "
+            f"carries {over(pooled, 'width_dof', '.1f')} degrees of freedom across the groups, "
+            f"not the count it assumes, and it holds {over(pooled, 'coverage', '.0%')} at width "
+            f"{over(pooled, 'median_width_over_spread', '.2f')}x.", ""]
 
 
 def bias_lines(res: dict) -> list[str]:

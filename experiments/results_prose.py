@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from scaling.analysis.intervals import describe
-from scaling.formatting import estimate, interval, number as num, short_number
+from scaling.formatting import estimate, interval, number as num, short_number, span
 
 # Published values the studies are read against (fixed by the papers, not by our runs).
 PUBLISHED = {
@@ -51,12 +51,6 @@ def _load(path: Path) -> dict | list:
 def _x(value: float, digits: int = 2) -> str:
     """A ratio as prose writes it, '1.3'."""
     return f"{value:.{digits}g}"
-
-
-def _span(values, fmt=num) -> str:
-    """'a-b' over values, or 'a' when they agree to the shown digits."""
-    lo, hi = fmt(min(values)), fmt(max(values))
-    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def _pct(value: float) -> str:
@@ -210,7 +204,7 @@ def scale_gpt_fields(results: Path) -> dict:
         minutes=_minutes(study), host=study.get("host", "-"), cells=len(cells),
         params=", ".join(num(n, 2) for n, _ in params),
         params_ne=", ".join(num(ne, 2) for _, ne in params),
-        emb_share=_span([1 - ne / n for n, ne in params], _pct),
+        emb_share=span([1 - ne / n for n, ne in params], _pct),
         tokens=", ".join(num(t) for t in sorted({c["tokens"] for c in cells})),
         widths=len(params), budgets=len({c["tokens"] for c in cells}),
         chars=num(a["manifest"]["tokens_per_example"]), b_lo=num(batches[0]),
@@ -488,7 +482,7 @@ def digits_fields(results: Path) -> dict:
         s_min=num(ts[0]["s_min"], 2),
         b_crit="; ".join(f"{estimate(t['b_crit'], t['b_crit_ci'])} examples for {t['name']}"
                          for t in ts),
-        ratio=_span([t["b_simple_over_b_crit"] for t in ts], lambda v: f"{v:.2f}"),
+        ratio=span([t["b_simple_over_b_crit"] for t in ts], lambda v: f"{v:.2f}"),
         first=", ".join(num(t["first_crossing"]["b_crit"], 2) for t in ts),
         first_inside=("inside" if all(_holds(t["b_crit_ci"], t["first_crossing"]["b_crit"])
                                       for t in ts) else "not all inside"),
@@ -653,7 +647,7 @@ def _fit_span(a: dict) -> str:
     reaches ('-' without one)."""
     fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
             for r in [_vs_fit_ratio(t)] if r is not None]
-    return _span(fits, lambda v: f"{v:.2f}") if fits else "-"
+    return span(fits, lambda v: f"{v:.2f}")
 
 
 SCHEDULES = """\
@@ -890,12 +884,12 @@ def branch_charlm_fields(results: Path) -> dict:
         window_ratio=_x(b["window"] / pts[0]["examples"]),
         window_end=num(pts[0]["examples"] + b["window"]),
         simple_first=f"{num(pts[0]['b_simple'])} and {num(pts[1]['b_simple'])}",
-        simple_ratio=_span(simple_over_local, lambda v: f"{v:.2f}"),
+        simple_ratio=span(simple_over_local, lambda v: f"{v:.2f}"),
         agree=("there the noise scale and the branches agree within 1.25x"
                if all(0.8 <= r <= 1.25 for r in simple_over_local)
                else "the noise scale and the branches differ there"),
         simple_last=num(pts[-1]["b_simple"]), last=num(pts[-1]["examples"]),
-        late=(f"at {_span(late, lambda v: f'{v:.2f}')} of its loss" if late
+        late=(f"at {span(late, lambda v: f'{v:.2f}')} of its loss" if late
               else "none below the base's loss"),
     )
 
@@ -934,8 +928,8 @@ def branch_mnist1d_fields(results: Path) -> dict:
         base=num(base), values=" and ".join(num(v) for v in values), n_points=len(pts),
         seeds=_branch_seeds(a),
         at_base=", ".join(num(p["examples"]) for p in at_base) or "no point",
-        k2=_span(k2, lambda v: f"{v:.3f}") if k2 else "-",
-        k4=_span(k4, lambda v: f"{v:.3f}") if k4 else "-", tol=f"{b['tolerance']:g}",
+        k2=span(k2, lambda v: f"{v:.3f}") if k2 else "-",
+        k4=span(k4, lambda v: f"{v:.3f}") if k4 else "-", tol=f"{b['tolerance']:g}",
         loose=", ".join(num(v) for v in loose),
         simple=f"{num(pts[0]['b_simple'])} to {num(pts[-1]['b_simple'])}",
         simple_rise=_x(pts[-1]["b_simple"] / pts[0]["b_simple"]),
@@ -1040,7 +1034,7 @@ def steplaw_fields(results: Path) -> dict:
         am_b_d_in=_inside(bs["argmin"]["alone"]["tokens"], p["steplaw_b_d_range"]),
         am_b_joint_in=_inside(bs["argmin"]["exponents"]["tokens"], p["steplaw_b_d_range"]),
         batches=", ".join(num(b) for b in batches),
-        small_opt=_span([c["optimum"]["batch_size"] for c in small]),
+        small_opt=span([c["optimum"]["batch_size"] for c in small]),
         small_best=", ".join(num(c["best"]["batch_size"]) for c in small),
         large_best=", ".join(num(c["best"]["batch_size"]) for c in large),
         large_opt=", ".join(num(c["optimum"]["batch_size"]) for c in large),

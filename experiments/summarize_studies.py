@@ -22,7 +22,7 @@ import yaml
 from scaling.analysis import contract
 from scaling.analysis.intervals import ONE_SEED, describe, width_floor
 from scaling.analysis.sections import LRRules
-from scaling.formatting import estimate, interval, number as num
+from scaling.formatting import estimate, interval, number as num, span
 from scaling.report.answer import lr_sentence
 from scaling.report.branch_report import point_interval
 
@@ -130,10 +130,6 @@ def state_table() -> list[str]:
             "| study | re-analysed | trained | run files committed |", "|---|---|---|---|"] + rows
 
 
-def _range(values: list[float], fmt: str) -> str:
-    return f"{min(values):{fmt}}-{max(values):{fmt}}" if values else "-"
-
-
 def coverage_table() -> list[str]:
     """The default interval's measured coverage on the NQM, beside the headline table."""
     results = _load(RESULTS / "coverage" / "coverage.json")
@@ -150,7 +146,7 @@ def coverage_table() -> list[str]:
         dof = [c["width_dof"] for c in cells if c.get("width_dof") is not None]
         rows.append(f"| {res['spectrum']} | {len(cells)} | {cells[0]['groups']} | "
                     f"{min(cover):.0%}-{max(cover):.0%} | {min(width):.2f}-{max(width):.2f} | "
-                    f"{_range(dof, '.1f')} | {min(ratio):.3f}-{max(ratio):.3f} |")
+                    f"{span(dof, lambda v: f'{v:.1f}')} | {min(ratio):.3f}-{max(ratio):.3f} |")
     return ["", "## How often the intervals hold the truth", "",
             "The default interval (leave-one-seed-out jackknife with the cross-fitted "
             "selection) against the closed form of the noisy quadratic model, per spectrum over "

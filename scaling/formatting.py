@@ -62,6 +62,16 @@ def more_than(value: Any, digits: int = 3) -> str:
     return f"> {number(value, digits)}"
 
 
+def span(values: Any, fmt: Any = number) -> str:
+    """'a-b' over `values` with each end written by `fmt`, 'a' when the ends read the same,
+    '-' for none: a range of results quoted in prose."""
+    values = list(values)
+    if not values:
+        return "-"
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def interval(ci: Any, digits: int = 3) -> str:
     """'[lo, hi]', or '-' without an interval."""
     return f"[{number(ci[0], digits)}, {number(ci[1], digits)}]" if ci and len(ci) == 2 else "-"
