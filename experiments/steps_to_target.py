@@ -310,14 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", action="store_true",
                         help="write the markdown again from the committed json, no training")
     args = parser.parse_args(argv)
-    if args.render:
-        name, render = ("search", search_markdown) if args.search else ("report", markdown)
-        data = json.loads((OUT / f"{'search' if args.search else 'results'}.json").read_text())
-        store.atomic_write(OUT / f"{name}.md", render(data))
-    elif args.search:
-        _write("search", [search_arm(name) for name in args.spectra], search_markdown)
-    else:
-        _write("results", [study(name) for name in args.spectra], markdown, "report")
+    name, arm, render, report = (("search", search_arm, search_markdown, None) if args.search
+                                 else ("results", study, markdown, "report"))
+    results = (json.loads((OUT / f"{name}.json").read_text()) if args.render
+               else [arm(spectrum) for spectrum in args.spectra])
+    _write(name, results, render, report)
     return 0
 
 

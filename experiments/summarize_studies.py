@@ -157,8 +157,9 @@ def coverage_table() -> list[str]:
             "and 1-seed groups; with 1 seed there is no interval).", "",
             "| spectrum | targets | 3-seed groups | coverage | width / spread | width dof | "
             "median ratio to truth |", "|---|---|---|---|---|---|---|"] + rows + [
-            "", "With 3 seeds an interval that holds its level cannot be much narrower than twice the spread: its variance rests on the 3 seeds, which every "
-            "batch size shares, so it carries about 2 degrees of freedom (width dof: measured "
+            "", "With 3 seeds an interval that holds its level cannot be much narrower than "
+            "twice the spread: its variance rests on the 3 seeds, which every batch size "
+            "shares, so it carries about 2 degrees of freedom (width dof: measured "
             "across the groups), takes t(2) standard errors each side, and with an unbiased "
             f"standard error its median width is {width_floor(3):.2f}x the spread; the jackknife's "
             "widths beyond that are its standard error running above the spread. The pooled "
