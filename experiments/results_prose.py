@@ -772,8 +772,9 @@ mnist1d MLP with momentum SGD (Seesaw with its sqrt(2) cut, the same ramp keepin
 late switch, a ramp linear in examples; results/ramps_mnist1d), each trained at every
 learning rate of batch {first}'s first grid x {seeds}, beside fixed batch sizes {sizes} that
 each decay their rate by a cosine to 0 over the same budget. Batch {first} under its cosine is
-the schedule the ramps stand in for. Intervals are 95% over seeds, each side's seeds resampled
-([docs/schedules.md](../docs/schedules.md)); a ramp is read along its examples, so its reading
+the schedule the ramps stand in for. Intervals are 95% over seeds, each seed's ramp run and
+fixed run left out together (the jackknife; [docs/schedules.md](../docs/schedules.md)); a ramp
+is read along its examples, so its reading
 window spans the data a fixed batch size's does.
 
 **Against batch {first} under its cosine**, at the hardest loss target each ramp reaches:

@@ -259,9 +259,14 @@ def schedules_table() -> list[str]:
     studies = _study_folders("schedules")
     if not studies:
         return []
+    methods = sorted({m for _, a, _ in studies for s in a["schedules"] for t in s["targets"]
+                      for c in t.get("comparisons", [])
+                      if (m := (c.get("interval") or {}).get("method"))})  # older: none recorded
     lines = ["", "## Batch-size schedules against fixed batch sizes", "",
              "At each schedule's best learning rate, mean over seeds; ratios to the batch size it "
-             "starts from and to the batch size with the fewest steps, 95% bootstrap intervals; "
+             "starts from and to the batch size with the fewest steps, 95% intervals over seeds "
+             f"({', '.join(methods) or 'none'}; the jackknife leaves each seed's scheduled run "
+             "and fixed run out together); "
              "against the fixed batch sizes' fitted trade-off, its examples over the fit's at the "
              "same steps and its steps over the fit's at the same examples "
              "([docs/schedules.md](../docs/schedules.md)).", "",

@@ -5,8 +5,12 @@ A scheduled run's steps and examples to a target are read from its rows as every
 rate is chosen like a batch size's (scaling.analysis.selection). It is then set against three
 fixed batch sizes: the one it starts from (the small-batch run a schedule means to speed up),
 the one that needed the fewest steps and the one that needed the fewest examples, as ratios of
-the schedule's steps and examples to theirs, each with a bootstrap interval over seeds (the
-schedule's and the batch size's seeds resampled apart). Against the fitted trade-off
+the schedule's steps and examples to theirs, each with an interval over seeds: by default the
+leave-one-seed-out jackknife, seed i left out of both sides at once (a seed's schedule run and
+fixed run share its initialisation and data order, so the pair stays together), log ratio +-
+t(k-1) se, which holds its level with 3 seeds whether the two sides are correlated or not
+(tests/test_schedule_intervals.py simulates both); with `analysis.interval: percentile`, a
+bootstrap that resamples each side's seeds apart. Against the fitted trade-off
 E = E_min S / (S - S_min) it is placed against every fixed batch size at once: its examples
 over the fit's at the same steps, and its steps over the fit's at the same examples; below 1
 it does better than any fixed batch size would.
@@ -43,42 +47,79 @@ def settings(record: dict) -> BatchScheduleConfig:
                                   if k in known})
 
 
-def _best_cell(grids: list[LRCurve], how: str) -> tuple[float, np.ndarray, np.ndarray] | None:
-    """(learning rate, steps per seed, examples per seed) of the chosen cell; None when no cell
-    was reached by every seed."""
+@dataclasses.dataclass(frozen=True)
+class Chosen:
+    """The cell a schedule or a fixed batch size is read at: its learning rate and, per seed
+    (ascending), its steps and examples."""
+
+    lr: float
+    steps: np.ndarray
+    examples: np.ndarray
+    seeds: tuple[int, ...]
+
+
+def _best_cell(grids: list[LRCurve], how: str) -> Chosen | None:
+    """The chosen cell of a batch size's curves; None when no cell was reached by every seed."""
     steps = np.concatenate([g.stack("steps") for g in grids])
     examples = np.concatenate([g.stack("examples") for g in grids])
     lrs = [lr for g in grids for lr in g.lrs]
     choice = choose(steps, how)
     if choice is None:
         return None
-    return lrs[choice.best], steps[choice.best], examples[choice.best]
+    return Chosen(lrs[choice.best], steps[choice.best], examples[choice.best],
+                  tuple(grids[0].seeds))
 
 
-def _ratio(mine: np.ndarray, theirs: np.ndarray, draws: int, rng: np.random.Generator
-           ) -> tuple[float, list[float] | None]:
-    """mean(mine) / mean(theirs) and its 95% bootstrap interval, each side's seeds resampled."""
+def ratio_interval(mine: np.ndarray, theirs: np.ndarray, paired: bool, method: str,
+                   draws: int, rng: np.random.Generator) -> list[float] | None:
+    """The 95% interval of mean(mine) / mean(theirs) over seeds. jackknife (pooled likewise):
+    the k leave-one-seed-out replicates with seed i left out of both sides (`paired`: the two
+    sides hold the same seeds in the same order; None otherwise), log ratio +- t(k-1) se;
+    percentile: each side's seeds drawn apart, `draws` times."""
     ratio = float(np.mean(mine) / np.mean(theirs))
-    if draws <= 0 or (len(mine) < 2 and len(theirs) < 2):
-        return ratio, None
-    a = mine[rng.integers(0, len(mine), (draws, len(mine)))].mean(axis=1)
-    b = theirs[rng.integers(0, len(theirs), (draws, len(theirs)))].mean(axis=1)
-    return ratio, [float(v) for v in np.percentile(a / b, [2.5, 97.5])]
+    if method == "percentile":
+        if len(mine) < 2 and len(theirs) < 2:
+            return None
+        a = mine[rng.integers(0, len(mine), (draws, len(mine)))].mean(axis=1)
+        b = theirs[rng.integers(0, len(theirs), (draws, len(theirs)))].mean(axis=1)
+        return [float(v) for v in np.percentile(a / b, [2.5, 97.5])]
+    left = intervals.seed_draws(len(mine), "jackknife", 0, rng) if paired else None
+    if left is None:
+        return None
+    replicates = [float(np.mean(mine[k]) / np.mean(theirs[k])) for k in left]
+    return intervals.from_replicates(ratio, replicates, "jackknife", len(mine))
 
 
-def _against(name: str, size: int, mine: tuple, cells: dict[int, tuple], draws: int,
-             rng: np.random.Generator) -> dict[str, Any]:
-    _, steps, examples = cells[size]
-    s, s_ci = _ratio(mine[1], steps, draws, rng)
-    e, e_ci = _ratio(mine[2], examples, draws, rng)
-    record = (intervals.info("seeds", "percentile", draws) if s_ci
-              else intervals.none(intervals.ONE_SEED if draws > 0 else "not asked for"))
-    return {"against": name, "batch_size": size, "steps_ratio": s, "steps_ratio_ci": s_ci,
-            "examples_ratio": e, "examples_ratio_ci": e_ci, "interval": record}
+def _why_none(mine: Chosen, theirs: Chosen, method: str, draws: int) -> str:
+    """Why a comparison has no interval."""
+    if draws <= 0:
+        return "not asked for"
+    if len(mine.seeds) < 2 and len(theirs.seeds) < 2:
+        return intervals.ONE_SEED
+    if method != "percentile" and mine.seeds != theirs.seeds:
+        return "the schedule and the batch size hold different seeds: no pairs to leave out"
+    return intervals.NO_REPLICATES
+
+
+def _against(name: str, size: int, mine: Chosen, cells: dict[int, Chosen], method: str,
+             draws: int, rng: np.random.Generator) -> dict[str, Any]:
+    theirs = cells[size]
+    paired = mine.seeds == theirs.seeds
+    method = "percentile" if method == "percentile" else "jackknife"
+    out: dict[str, Any] = {"against": name, "batch_size": size}
+    for key in ("steps", "examples"):
+        a, b = getattr(mine, key), getattr(theirs, key)
+        out[f"{key}_ratio"] = float(np.mean(a) / np.mean(b))
+        out[f"{key}_ratio_ci"] = (ratio_interval(a, b, paired, method, draws, rng)
+                                  if draws > 0 else None)
+    replicates = draws if method == "percentile" else len(mine.seeds)
+    out["interval"] = (intervals.info("seeds", method, replicates) if out["steps_ratio_ci"]
+                       else intervals.none(_why_none(mine, theirs, method, draws)))
+    return out
 
 
 def schedule_target(name: str, first_batch: int, table: list[dict], fixed: list[dict],
-                    target: dict, how: str, draws: int, rng: np.random.Generator
+                    target: dict, how: str, method: str, draws: int, rng: np.random.Generator
                     ) -> dict[str, Any]:
     """One schedule at one target: its learning rate, steps and examples, the comparisons."""
     grids = next(iter(lr_curves(table, target["name"]).values()), [])
@@ -86,19 +127,19 @@ def schedule_target(name: str, first_batch: int, table: list[dict], fixed: list[
     entry: dict[str, Any] = {"target": target["name"], "reached": mine is not None}
     if mine is None:
         return entry
-    lr, steps, examples = mine
-    entry.update(best_lr=lr, steps=float(np.mean(steps)), examples=float(np.mean(examples)),
-                 steps_per_seed=[float(v) for v in steps])
+    entry.update(best_lr=mine.lr, steps=float(np.mean(mine.steps)),
+                 examples=float(np.mean(mine.examples)),
+                 steps_per_seed=[float(v) for v in mine.steps])
     cells = {size: cell for size, g in lr_curves(fixed, target["name"]).items()
              if (cell := _best_cell(g, how)) is not None}
     comparisons = []
     if first_batch in cells:
-        comparisons.append(_against("start", first_batch, mine, cells, draws, rng))
+        comparisons.append(_against("start", first_batch, mine, cells, method, draws, rng))
     if cells:
-        fewest_steps = min(cells, key=lambda b: (np.mean(cells[b][1]), b))
-        fewest_examples = min(cells, key=lambda b: (np.mean(cells[b][2]), b))
-        comparisons.append(_against("fewest_steps", fewest_steps, mine, cells, draws, rng))
-        comparisons.append(_against("fewest_examples", fewest_examples, mine, cells, draws, rng))
+        fewest_steps = min(cells, key=lambda b: (np.mean(cells[b].steps), b))
+        fewest_examples = min(cells, key=lambda b: (np.mean(cells[b].examples), b))
+        for against, size in (("fewest_steps", fewest_steps), ("fewest_examples", fewest_examples)):
+            comparisons.append(_against(against, size, mine, cells, method, draws, rng))
     entry["comparisons"] = comparisons
     entry["vs_fit"] = against_fit(entry["steps"], entry["examples"], target.get("fit"))
     return entry
@@ -117,7 +158,7 @@ def against_fit(steps: float, examples: float, fit: dict | None) -> dict[str, fl
 
 
 def analyze_schedules(records: list[dict], table: list[dict], fixed: list[dict],
-                      targets: list[dict], how: str, draws: int, seed: int,
+                      targets: list[dict], how: str, method: str, draws: int, seed: int,
                       fixed_records: list[dict] | None = None) -> list[dict]:
     """analysis.json "schedules": per schedule, its settings, one entry per target and the
     catch-up after its last switch (scaling.analysis.catch_up). `table` holds the scheduled
@@ -135,7 +176,8 @@ def analyze_schedules(records: list[dict], table: list[dict], fixed: list[dict],
         sched, first = item["settings"], item["settings"].first_batch
         rng = np.random.default_rng([seed, 7919, i])
         paths = [p for p in item["paths"] if p]
-        entries = [schedule_target(name, first, item["runs"], fixed, t, how, draws, rng)
+        entries = [schedule_target(name, first, item["runs"], fixed, t, how, method, draws,
+                                   rng)
                    for t in targets]
         finals = sorted({p[-1][2] for p in paths})
         out.append({"name": name, "kind": sched.kind, "lr_rule": sched.lr_rule,

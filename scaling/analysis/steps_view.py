@@ -113,7 +113,8 @@ def analyse(folder: Folder, _: dict) -> Added:
     results = [analyze_target(t, f.table, f.bootstrap, np.random.default_rng([f.seed, i]), f.how,
                               examples, f.method, surge) for i, t in enumerate(f.targets)]
     schedules = analyze_schedules(f.scheduled, run_table(f.scheduled, f.targets, f.reach),
-                                  f.table, results, f.how, f.bootstrap, f.seed, f.records)
+                                  f.table, results, f.how, f.method, f.bootstrap, f.seed,
+                                  f.records)
     return Added({"reached": {"rule": f.reach.rule, "window": f.reach.window,
                               "definition": f.reach.describe()},
                   "lr_selection": f.how, "interval_method": f.method,

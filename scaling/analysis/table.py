@@ -45,6 +45,7 @@ class LRCurve:
     censored: list[np.ndarray] = field(default_factory=list)  # steps are more than this; NaN
 
     absent: list[np.ndarray] = field(default_factory=list)  # 1 where no such run
+    seeds: list[int] = field(default_factory=list)  # the seed of each column, ascending
 
     def means(self) -> np.ndarray:
         """Mean steps over seeds per LR; NaN unless every seed reached the target."""
@@ -188,7 +189,7 @@ def lr_curves(table: list[dict], target: str, key: str = "steps_to_target"
 
 def _lr_curve(by_lr: dict[float, dict[int, dict]], hyperparameters: dict, target: str,
           seeds: list[int], key: str) -> LRCurve:
-    grid = LRCurve(hyperparameters=hyperparameters)
+    grid = LRCurve(hyperparameters=hyperparameters, seeds=list(seeds))
     own = key == "steps_to_target"
     for lr in sorted(by_lr):
         runs = [by_lr[lr].get(seed) for seed in seeds]
