@@ -628,10 +628,17 @@ def schedules_fields(results: Path) -> dict:
         a = _load(results / name / "analysis.json")
         out[name] = _schedule_sentence(a)
         out[name + "_fit"] = _fit_span(a)
+        out[name + "_where"] = _where_on_fit(a)
+        out[name + "_below"] = any(r < NEAR_FIT[0] for r in _fit_ratios(a))
         out[name + "_min"] = _minutes(_study(results, name))
         out["seeds"] = _seeds(a["sweep"])
     return {"mnist": out["schedules_mnist1d"], "charlm": out["schedules_charlm"],
             "mnist_fit": out["schedules_mnist1d_fit"], "charlm_fit": out["schedules_charlm_fit"],
+            "mnist_where": out["schedules_mnist1d_where"],
+            "charlm_where": out["schedules_charlm_where"],
+            "gain": ("no clear gain beyond the frontier" if not (
+                out["schedules_mnist1d_below"] or out["schedules_charlm_below"]) else
+                "below the frontier at some targets, by a margin the fit cannot resolve"),
             "mnist_min": out["schedules_mnist1d_min"], "charlm_min": out["schedules_charlm_min"],
             "seeds": out["seeds"]}
 
@@ -642,12 +649,33 @@ def _vs_fit_ratio(t: dict) -> float | None:
     return fit.get("examples_ratio")
 
 
-def _fit_span(a: dict) -> str:
-    """The span of every schedule's examples over the fixed batches' fit, at each target it
-    reaches ('-' without one)."""
-    fits = [r for s in a["schedules"] for t in s["targets"] if t["reached"]
+def _fit_ratios(a: dict) -> list[float]:
+    """Every schedule's examples over the fixed batches' fit, at each target it reaches."""
+    return [r for s in a["schedules"] for t in s["targets"] if t["reached"]
             for r in [_vs_fit_ratio(t)] if r is not None]
-    return span(fits, lambda v: f"{v:.2f}")
+
+
+def _fit_span(a: dict) -> str:
+    """The span of _fit_ratios ('-' without one)."""
+    return span(_fit_ratios(a), lambda v: f"{v:.2f}")
+
+
+NEAR_FIT = (0.9, 1.1)  # examples over the fit's taken as on the curve (the fit has no interval)
+
+
+def _where_on_fit(a: dict) -> str:
+    """Where a study's schedules land against the fixed batches' fitted curve, in words."""
+    fits = _fit_ratios(a)
+    if not fits:
+        return "have no point on it"
+    lo, hi = min(fits), max(fits)
+    if lo >= NEAR_FIT[0] and hi <= NEAR_FIT[1]:
+        return "land near the curve the fixed batch sizes trace"
+    if lo >= NEAR_FIT[0]:
+        return f"land on the curve or above it, needing up to {hi:.2f}x the examples"
+    if hi <= NEAR_FIT[1]:
+        return f"land on the curve or below it, needing as little as {lo:.2f}x the examples"
+    return f"land on both sides of the curve ({lo:.2f}x to {hi:.2f}x)"
 
 
 SCHEDULES = """\
@@ -663,11 +691,11 @@ constant, so a larger batch lowers the gradient noise as a decaying rate would: 
 setting): {charlm}. This is the direction of Smith et al. (2018: the same curve in fewer
 steps) and of Merrill et al.'s batch-size warm-up.
 
-**Against every fixed batch size, no clear gain beyond the frontier.** Placed on the fixed
-batch sizes' fitted trade-off, the schedules need {mnist_fit}x the examples the fit needs at
-their steps on mnist1d and {charlm_fit}x on charlm: they land near the curve the fixed batch
-sizes trace. These ratios have no interval (the fit is one curve through the fixed batches'
-means), so a difference of a few per cent from 1 is not resolved. On these two small problems
+**Against every fixed batch size, {gain}.** Placed on the fixed batch sizes' fitted
+trade-off, the schedules need {mnist_fit}x the examples the fit needs at their steps on mnist1d
+and {charlm_fit}x on charlm: on mnist1d they {mnist_where}; on charlm they {charlm_where}.
+These ratios have no interval (the fit is one curve through the fixed batches' means), so a
+difference of a few per cent from 1 is not resolved. On these two small problems
 a schedule picks a point on the steps-for-data frontier; a researcher who already knows the
 right fixed batch gains little.
 
