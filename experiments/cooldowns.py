@@ -43,16 +43,17 @@ def train() -> None:
 
 def run_differences() -> dict[str, float | None]:
     """Per cooldown cell, the largest relative eval_loss difference of any run to its separate
-    twin at the steps both evaluated; None where no pair of rows was there to compare (a cell
-    whose run files are not on this machine: committed cells keep no runs)."""
+    twin at the steps both evaluated (each cell's runs read from its folder or its committed
+    runs.tar.xz); None where no pair of rows was there to compare."""
     from scaling import store
 
     out: dict[str, float | None] = {}
     for cell in sorted((PROTOCOL / "cells").iterdir()):
         gaps = []
+        twins = {r["run_id"]: r for r in store.load(SEPARATE / "cells" / cell.name)}
         for record in store.load(cell):
-            twin = store.run_dir(SEPARATE / "cells" / cell.name, record["run_id"]) / "metrics.jsonl"
-            theirs = {r["step"]: r.get("eval_loss") for r in store.read_metrics(twin)}
+            twin = twins.get(record["run_id"])
+            theirs = {r["step"]: r.get("eval_loss") for r in (twin["metrics"] if twin else [])}
             gaps += [abs(row["eval_loss"] - theirs[row["step"]]) / abs(theirs[row["step"]])
                      for row in record["metrics"] if row.get("eval_loss") is not None
                      and theirs.get(row["step"]) is not None]

@@ -124,6 +124,16 @@ def estimate(value: Any, ci: Any = None, status: Any = None, digits: int = 3,
     return f"{text} [{lo}, {hi}]"
 
 
+def edge_bound(value: Any, ci: Any, edge: str | None, digits: int = 3) -> str:
+    """A value read at the edge of the values tried as the bound it is ('<= 1' at the low
+    edge, '>= 16' at the high one, without the interval); else `estimate`."""
+    if edge == "low":
+        return f"<= {number(value, digits)}"
+    if edge == "high":
+        return f">= {number(value, digits)}"
+    return estimate(value, ci, digits=digits)
+
+
 def duration(seconds: float | None) -> str:
     """'1h05m' or '3m07s'; 'unknown' for None."""
     if seconds is None:

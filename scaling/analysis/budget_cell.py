@@ -5,12 +5,15 @@ learning-rate rules, from scaling.analysis.fixed_budget's curves and draws."""
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
+from scaling.analysis import intervals
 from scaling.analysis.budget_rules import budget_rules
 from scaling.analysis.fixed_budget import (BudgetCurve, Optima, budget_curves, draw_means,
-                                           interval95, lower_is_better, optima)
+                                           interval95, jackknife_means, lower_is_better,
+                                           optima, seed_count)
 from scaling.errors import ConfigError
 from scaling.lr_curve import cell_means
 from scaling.store import finite
@@ -22,9 +25,22 @@ def _own(value: float, lower: bool) -> float | None:
     return None if not math.isfinite(value) else value if lower else 1.0 - value
 
 
-def _own_ci(samples: np.ndarray | None, lower: bool) -> list[float] | None:
-    ci = None if samples is None else interval95(samples)
-    return ci if ci is None or lower else [1.0 - ci[1], 1.0 - ci[0]]
+CI = Callable[[float, np.ndarray], "list[float] | None"]  # (point, replicates) -> interval
+
+
+def _percentile(point: float, replicates: np.ndarray) -> list[float] | None:
+    return interval95(replicates)
+
+
+def _jackknife(seeds: int) -> CI:
+    return lambda point, replicates: intervals.from_replicates(point, replicates, "jackknife",
+                                                               seeds)
+
+
+def _own_ci(ci: CI, point: float, samples: np.ndarray | None, lower: bool
+            ) -> list[float] | None:
+    got = None if samples is None else ci(point, samples)
+    return got if got is None or lower else [1.0 - got[1], 1.0 - got[0]]
 
 
 def _edge(best: int, count: int) -> str | None:
@@ -45,7 +61,7 @@ def _grid(curves: list[BudgetCurve], lower: bool) -> list[dict]:
 
 
 def _per_batch(curves: list[BudgetCurve], point: Optima, boot: Optima | None,
-               lower: bool) -> list[dict]:
+               lower: bool, ci: CI) -> list[dict]:
     out = []
     for j, c in enumerate(curves):
         means, best = cell_means(c.values), int(point.best[0, j])
@@ -54,9 +70,11 @@ def _per_batch(curves: list[BudgetCurve], point: Optima, boot: Optima | None,
                     "best_lr": float(c.lrs[best]) if reached else None,
                     "best_value": _own(means[best], lower),
                     "learning_rate": _own(point.lr[0, j], True),
-                    "learning_rate_ci": None if boot is None else interval95(boot.lr[:, j]),
+                    "learning_rate_ci": (None if boot is None else
+                                         ci(point.lr[0, j], boot.lr[:, j])),
                     "value": _own(point.value[0, j], lower),
-                    "value_ci": _own_ci(None if boot is None else boot.value[:, j], lower),
+                    "value_ci": _own_ci(ci, point.value[0, j],
+                                        None if boot is None else boot.value[:, j], lower),
                     "interpolated": bool(point.interpolated[0, j]),
                     "at_edge": _edge(best, len(c.lrs)) if reached else None,
                     "num_lrs": len(c.lrs), "num_complete": int(np.sum(np.isfinite(means))),
@@ -75,22 +93,37 @@ def _best(curves: list[BudgetCurve], lower: bool) -> dict | None:
 
 
 def _optimum(curves: list[BudgetCurve], point: Optima, boot: Optima | None,
-             lower: bool) -> dict:
-    pick = (lambda name: None) if boot is None else (lambda name: getattr(boot, name))
-    size_draws, lr_draws = pick("batch_size"), pick("learning_rate")
-    return {"batch_size": _own(point.batch_size[0], True),
-            "batch_size_ci": None if size_draws is None else interval95(size_draws),
+             lower: bool, ci: CI) -> dict:
+    def read(name: str) -> list[float] | None:
+        return None if boot is None else ci(getattr(point, name)[0], getattr(boot, name))
+
+    return {"batch_size": _own(point.batch_size[0], True), "batch_size_ci": read("batch_size"),
             "learning_rate": _own(point.learning_rate[0], True),
-            "learning_rate_ci": None if lr_draws is None else interval95(lr_draws),
-            "value": _own(point.loss[0], lower), "value_ci": _own_ci(pick("loss"), lower),
+            "learning_rate_ci": read("learning_rate"),
+            "value": _own(point.loss[0], lower),
+            "value_ci": _own_ci(ci, point.loss[0], None if boot is None else boot.loss, lower),
             "interpolated": bool(point.batch_interpolated[0]),
             "at_edge": _edge(int(point.batch_best[0]), len(curves))}
 
 
+def _shown(curves: list[BudgetCurve], boot: Optima | None, how: dict, method: str
+           ) -> tuple[Optima | None, dict, CI]:
+    """The replicates the cell's intervals are read from, their record and how: with 2 or
+    more seeds and any method but percentile, the leave-one-seed-out jackknife; else the
+    bootstrap's draws."""
+    jack = jackknife_means(curves) if boot is not None and method != "percentile" else None
+    if jack is None:
+        return boot, how, _percentile
+    means, record = jack
+    return optima(curves, means), record, _jackknife(seed_count(curves))
+
+
 def analyze_cell(records: list[dict], metric: str, bootstrap: int,
-                 rng: np.random.Generator) -> tuple[dict, np.ndarray | None]:
+                 rng: np.random.Generator, method: str = intervals.DEFAULT_METHOD
+                 ) -> tuple[dict, np.ndarray | None]:
     """One cell's fixed_budget entry (without its params and tokens, which the caller knows),
-    and its bootstrap draws of (B_opt, eta*, the metric there), 3 x draws, for the laws."""
+    its intervals by `method` (analysis.interval), and its bootstrap draws of (B_opt, eta*,
+    the metric there), 3 x draws, for the laws."""
     recorded = {k for r in records for row in r["metrics"] for k, v in row.items() if finite(v)}
     if metric not in recorded:
         raise ConfigError(f"analysis.metric: got {metric!r}, which no run recorded; expected "
@@ -100,11 +133,12 @@ def analyze_cell(records: list[dict], metric: str, bootstrap: int,
     point = optima(curves, [cell_means(c.values)[None] for c in curves])
     means, how = draw_means(curves, bootstrap, rng)
     boot = None if means is None else optima(curves, means)
-    per_batch = _per_batch(curves, point, boot, lower)
+    shown, record, ci = _shown(curves, boot, how, method)
+    per_batch = _per_batch(curves, point, shown, lower, ci)
     entry = {"metric": metric, "lower_is_better": lower, "num_runs": len(records),
-             "seeds": int(curves[0].values.shape[1]), "interval": how,
+             "seeds": seed_count(curves), "interval": record,
              "grid": _grid(curves, lower), "per_batch": per_batch, "best": _best(curves, lower),
-             "optimum": _optimum(curves, point, boot, lower),
+             "optimum": _optimum(curves, point, shown, lower, ci),
              "lr_rules": budget_rules(per_batch, curves, lower)}
     if boot is None:
         return entry, None

@@ -76,10 +76,10 @@ def _b_crit_targets(targets: list[dict]) -> list[dict]:
 
 
 def measure(cfg: dict, records: list[dict], metric: str, bootstrap: int, seed: int,
-            targets: list[dict]) -> tuple[dict, np.ndarray | None]:
+            targets: list[dict], method: str) -> tuple[dict, np.ndarray | None]:
     """The folder's cell entry (identity, B_crit and the fixed-budget reading) and its draws."""
     entry, draws = analyze_cell(records, metric, bootstrap,
-                                np.random.default_rng([seed, CELL_STREAM]))
+                                np.random.default_rng([seed, CELL_STREAM]), method)
     return {**cell_identity(cfg, records), "b_crit": _b_crit(targets),
             "b_crit_targets": _b_crit_targets(targets), **entry}, draws
 
@@ -93,9 +93,10 @@ def section(cells: list[dict], draws: list[np.ndarray | None], unit: str, bootst
 
 
 def budget_section(out: Path, cfg: dict, records: list[dict], metric: str, bootstrap: int,
-                   seed: int, targets: list[dict]) -> tuple[dict, np.ndarray | None]:
+                   seed: int, targets: list[dict], method: str
+                   ) -> tuple[dict, np.ndarray | None]:
     """The `fixed_budget` section of a single results folder, and its cell's draws."""
-    entry, draws = measure(cfg, records, metric, bootstrap, seed, targets)
+    entry, draws = measure(cfg, records, metric, bootstrap, seed, targets, method)
     return section([{"name": Path(out).name, **entry}], [draws], batch_unit(cfg, records),
                    bootstrap, seed), draws
 
@@ -103,7 +104,7 @@ def budget_section(out: Path, cfg: dict, records: list[dict], metric: str, boots
 def analyse(folder: Folder, steps: dict) -> Added:
     """The view's section, and its cell's draws, on the steps view's `targets`."""
     fixed, draws = budget_section(folder.out, folder.cfg, folder.records, folder.metric,
-                                  folder.bootstrap, folder.seed, steps["targets"])
+                                  folder.bootstrap, folder.seed, steps["targets"], folder.method)
     return Added({"fixed_budget": fixed}, draws)
 
 

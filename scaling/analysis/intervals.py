@@ -90,9 +90,10 @@ def describe(record: dict | None) -> str:
     return f"{record['level']:.0%} over {over} ({record['method']}, {record['replicates']} replicates)"
 
 
-def seed_draws(seeds: int, method: str, num: int, rng: np.random.Generator) -> np.ndarray | None:
-    """The replicates' seed columns, one row each: the leave-one-out sets (jackknife) or `num`
-    draws with replacement (percentile); None with fewer than 2 seeds."""
+def seed_draws(seeds: int, method: str, num: int, rng: np.random.Generator | None
+               ) -> np.ndarray | None:
+    """The replicates' seed columns, one row each: the leave-one-out sets (jackknife, pooled;
+    `rng` unused) or `num` draws with replacement (percentile); None with fewer than 2 seeds."""
     if seeds < 2:
         return None
     if method in ("jackknife", "pooled"):

@@ -83,7 +83,7 @@ def ratio_interval(mine: np.ndarray, theirs: np.ndarray, paired: bool, method: s
         a = mine[rng.integers(0, len(mine), (draws, len(mine)))].mean(axis=1)
         b = theirs[rng.integers(0, len(theirs), (draws, len(theirs)))].mean(axis=1)
         return [float(v) for v in np.percentile(a / b, [2.5, 97.5])]
-    left = intervals.seed_draws(len(mine), "jackknife", 0, rng) if paired else None
+    left = intervals.seed_draws(len(mine), "jackknife", 0, None) if paired else None
     if left is None:
         return None
     replicates = [float(np.mean(mine[k]) / np.mean(theirs[k])) for k in left]

@@ -10,7 +10,7 @@ import yaml
 
 from scaling.analysis.contract import Analysis
 from scaling.analysis.view import ViewReport
-from scaling.formatting import estimate, markdown_table, number
+from scaling.formatting import edge_bound, estimate, markdown_table, number
 from scaling.report import budget_figures
 from scaling.store import layout
 
@@ -25,7 +25,7 @@ EDGE_TEXT = {"low": "at the smallest tried (no interpolation)",
 
 def _per_batch(cell: dict) -> list[str]:
     rows = [[p["batch_size"], number(p.get("best_lr")), number(p.get("best_value"), 4),
-             estimate(p.get("learning_rate"), p.get("learning_rate_ci")),
+             edge_bound(p.get("learning_rate"), p.get("learning_rate_ci"), p.get("at_edge")),
              estimate(p.get("value"), p.get("value_ci")),
              "yes" if p.get("interpolated") else p.get("at_edge") or "no (a neighbour failed)",
              f"{p.get('num_complete')}/{p.get('num_lrs')}", p.get("num_diverged")]
@@ -44,7 +44,8 @@ def optimum_sentence(cell: dict, unit: str) -> str:
     where = f" ({edge}: the optimum may lie beyond the batch sizes tried)" if edge else \
         (" (interpolated)" if opt.get("interpolated") else "")
     return (f"The lowest final {cell['metric']} is at B_opt = "
-            f"{estimate(opt['batch_size'], opt.get('batch_size_ci'))} {unit}{where}, learning "
+            f"{edge_bound(opt['batch_size'], opt.get('batch_size_ci'), opt.get('at_edge'))} "
+            f"{unit}{where}, learning "
             f"rate {estimate(opt['learning_rate'], opt.get('learning_rate_ci'))}, where it is "
             f"{estimate(opt['value'], opt.get('value_ci'))}; the measured arg-min is B = "
             f"{best.get('batch_size')}, learning rate {number(best.get('learning_rate'))} "

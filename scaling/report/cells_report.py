@@ -9,8 +9,8 @@ from pathlib import Path
 
 from scaling.analysis import in_use
 from scaling.analysis.sections import Law
-from scaling.formatting import (count, estimate, interval, markdown_table, number, text_table,
-                                unpinned)
+from scaling.formatting import (count, edge_bound, estimate, interval, markdown_table, number,
+                                text_table, unpinned)
 from scaling.report import budget_report, law_figures
 from scaling.store import atomic_write, layout
 
@@ -122,7 +122,8 @@ def _cells_table(analysis: dict) -> list[str]:
                      count(c.get("compute")), number(c.get("num_runs")),
                      (c.get("interval") or {}).get("resamples") or "-",
                      f"{best.get('batch_size')}, {number(best.get('learning_rate'))}",
-                     estimate(opt.get("batch_size"), opt.get("batch_size_ci")),
+                     edge_bound(opt.get("batch_size"), opt.get("batch_size_ci"),
+                                opt.get("at_edge")),
                      estimate(opt.get("learning_rate"), opt.get("learning_rate_ci")),
                      estimate(opt.get("value"), opt.get("value_ci")), opt.get("at_edge") or "-",
                      estimate(b_crit.get("value"), b_crit.get("ci"))])
