@@ -24,15 +24,16 @@ def _held(ci: list[float] | None, truth: float) -> bool:
     return ci is not None and ci[0] <= truth <= ci[1]
 
 
-def _coverage(method: str, bootstrap: int, sigma: float = 0.01) -> dict[str, float]:
-    """The share of intervals that hold the truth, per quantity, over TRIALS cells of 3 seeds."""
+def _coverage(method: str, bootstrap: int, sigma: float = 0.01, seeds: int = 3,
+              trials: int = TRIALS) -> dict[str, float]:
+    """The share of intervals that hold the truth, per quantity, over `trials` cells."""
     rng = np.random.default_rng(3)
     held: dict[str, list[bool]] = {"per_batch_lr": [], "batch_size": [], "learning_rate": []}
     where = {(b, lr): (i, j) for i, b in enumerate(SIZES) for j, lr in enumerate(LRS)}
-    for _ in range(TRIALS):
-        noise = rng.normal(0, sigma, (len(SIZES), len(LRS), 3))
+    for _ in range(trials):
+        noise = rng.normal(0, sigma, (len(SIZES), len(LRS), seeds))
         recs = records_of(lambda b, lr, s: landscape(b, lr, b_star=B_STAR)
-                          * math.exp(noise[where[b, lr]][s]), seeds=(0, 1, 2))
+                          * math.exp(noise[where[b, lr]][s]), seeds=tuple(range(seeds)))
         entry, _ = analyze_cell(recs, "eval_loss", bootstrap, rng, method)
         held["per_batch_lr"] += [_held(p["learning_rate_ci"], _truth_lr(p["batch_size"]))
                                  for p in entry["per_batch"] if not p["at_edge"]]
@@ -49,6 +50,13 @@ def test_the_jackknife_over_three_seeds_holds_its_level_and_the_percentile_does_
     assert min(jack.values()) >= 0.9, jack
     pct = _coverage("percentile", 200)
     assert max(pct.values()) < 0.85, pct
+
+
+def test_with_one_seed_the_landscapes_own_noise_holds_its_level_where_the_quadratic_is_exact():
+    """Measured (100 cells): 94.8%, 96.0%, 94.0%. Where the landscape is not quadratic in
+    log lr near its optimum, the misfit counts as noise and the interval errs wide."""
+    one = _coverage("jackknife", 200, seeds=1, trials=100)
+    assert min(one.values()) >= 0.9, one
 
 
 def test_the_intervals_name_the_jackknife():
