@@ -1,11 +1,11 @@
 """Run one study end to end and record how long it took: sweep, analysis, figures, report.
 
 A study is a config in configs/ (configs/<name>.yaml) whose results land in results/<name>/:
-analysis.json, report.md, figures/ (committed) and runs/ (the raw run files, not committed).
-A config with a `branch:` section is a branched measurement: `scaling branch` runs it instead
-of `scaling sweep` (its base/ and branches/ folders are not committed either). A config with a
-`scale:` section, or a budget with cooldowns, trains one sweep per cell under
-results/<name>/cells/ (their runs/ are not committed either) and is analysed as a multi-cell
+analysis.json, report.md, figures/ (committed) and runs/ (the raw run files, not committed;
+with --pack they are packed into runs.tar.xz, which is). A config with a `branch:` section is
+a branched measurement: `scaling branch` runs it instead of `scaling sweep`, into the sweep
+folders base/ and branches/. A config with a `scale:` section, or a budget with cooldowns,
+trains one sweep folder per cell under results/<name>/cells/ and is analysed as a multi-cell
 folder.
 The sweep resumes, so a study killed half way is finished by running the same command again;
 wall_s then counts only the last invocation, and study.json says so (resumed: true);
@@ -14,6 +14,7 @@ process's CPU seconds (user and system) in the last invocation.
 
     python experiments/run_study.py mnist1d_mlp
     python experiments/run_study.py nqm --out /tmp/nqm       # elsewhere, e.g. to try a change
+    python experiments/run_study.py nqm --pack   # then seal it for committing: runs.tar.xz only
 
 Writes results/<name>/study.json: the command, wall time, date, git commit, jax version and
 the device it ran on, which results/README.md quotes (experiments/summarize_studies.py).
@@ -45,8 +46,10 @@ def git_commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
-def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict:
-    """Sweep (with its analysis) into `out`; return the study record."""
+def run(name: str, out: Path, overrides: list[str], quiet: bool = False, pack: bool = False
+        ) -> dict:
+    """Sweep (with its analysis) into `out`; return the study record. With `pack`, each sweep
+    folder is then sealed for reading (`seal`)."""
     import jax
 
     from scaling import store
@@ -78,6 +81,9 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False) -> dict
               "device": f"{jax.devices()[0].device_kind} x{jax.device_count()}",
               "host": f"{platform.machine()}, {_cpu_count()} CPU cores"}
     store.write_json(out / "study.json", record)
+    if pack:
+        for path in seal(out, command):
+            print(f"packed {_shown(path)}")
     return record
 
 
@@ -87,17 +93,32 @@ def _shown(out: Path) -> str:
     return str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)
 
 
-def _records(out: Path, command: str) -> list[dict]:
-    """Every run record of the study: a sweep's, each cell's of a scale sweep, or a branched
+def sweep_folders(out: Path, command: str) -> list[Path]:
+    """The sweep folders of a study: itself, each cell of a scale sweep, or a branched
     measurement's base and branches."""
-    from scaling import store
+    from scaling.store import layout
     from scaling.store.cells import is_cells_folder, read_cells
 
     if command == "branch":
-        return store.load(out / "base") + store.load(out / "branches")
+        return [layout.base_dir(out), layout.branches_dir(out)]
     if is_cells_folder(out):
-        return [r for c in read_cells(out)["cells"] for r in store.load(out / c["folder"])]
-    return store.load(out)
+        return [out / c["folder"] for c in read_cells(out)["cells"]]
+    return [out]
+
+
+def _records(out: Path, command: str) -> list[dict]:
+    """Every run record of the study."""
+    from scaling import store
+
+    return [r for folder in sweep_folders(out, command) for r in store.load(folder)]
+
+
+def seal(out: Path, command: str) -> list[Path]:
+    """Each sweep folder's runs packed into its runs.tar.xz and its resumable state removed
+    (scaling.store.archive.seal): what is committed for `scaling analyze` to redo the study."""
+    from scaling.store.archive import seal as seal_folder
+
+    return [seal_folder(folder) for folder in sweep_folders(out, command)]
 
 
 def _cpu_count() -> int:
@@ -112,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides")
     parser.add_argument("--out", type=Path, help="results folder (default results/<name>)")
     parser.add_argument("--quiet", action="store_true", help="no live progress (logs)")
+    parser.add_argument("--pack", action="store_true",
+                        help="then pack each sweep folder's runs into its runs.tar.xz and remove "
+                             "runs/ and the state a sweep resumes from (to commit the study)")
     args = parser.parse_args(argv)
-    record = run(args.name, args.out or ROOT / "results" / args.name, args.overrides, args.quiet)
+    record = run(args.name, args.out or ROOT / "results" / args.name, args.overrides, args.quiet,
+                 args.pack)
     print(f"{args.name}: {record['wall_s']} s")
     return 0
 

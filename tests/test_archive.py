@@ -61,6 +61,20 @@ def test_a_damaged_archive_is_refused_naming_it(tmp_path):
         store.load(out)
 
 
+def test_sealing_leaves_the_archive_alone_and_refuses_an_unfinished_run(tmp_path):
+    out = _folder(tmp_path)
+    with pytest.raises(ConfigError, match="1 run\\(s\\) not finished \\(unfinished"):
+        archive.seal(out)
+    assert (out / "runs" / "r0").is_dir() and not archive.has_archive(out)  # nothing touched
+    shutil.rmtree(out / "runs" / "unfinished")
+    before = store.load(out)
+    (out / "checkpoints" / "g").mkdir(parents=True)
+    (out / "claims").mkdir()
+    assert archive.seal(out) == archive.archive_path(out)
+    assert sorted(p.name for p in out.iterdir()) == ["runs.tar.xz"]
+    assert store.load(out) == before
+
+
 def test_nothing_to_pack_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="no finished runs to pack"):
         archive.pack(tmp_path)

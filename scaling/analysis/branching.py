@@ -187,8 +187,7 @@ def analyze_branches(out: str | Path, bootstrap: int = 1000, seed: int = 0) -> d
     if not base:
         raise ConfigError(f"{layout.base_dir(out)}: holds no finished base run; run scaling "
                           "branch first")
-    folder = layout.branches_dir(out)
-    branches = store.load(folder) if layout.runs_dir(folder).is_dir() else []
+    branches = store.load(layout.branches_dir(out))  # its runs/ or runs.tar.xz; none yet: []
     points = [analyze_point(base, branches, p, plan, settings, bootstrap,
                             np.random.default_rng([seed, i]))
               for i, p in enumerate(plan["points"])]

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 from typing import Any
 
 from scaling.errors import ConfigError
 from scaling.store.files import atomic_write
-from scaling.store.layout import (ARCHIVE, METRICS, ROUNDS, RUN_CONFIG, RUN_FILES, RUNS, SUMMARY,
-                                  runs_dir)
+from scaling.store.layout import (ARCHIVE, CHECKPOINTS, CLAIMS, METRICS, ROUNDS, RUN_CONFIG,
+                                  RUN_FILES, RUNS, SUMMARY, runs_dir)
 
 EXTRA = (ROUNDS,)  # read by reports of the search (experiments/search_cost.py)
 
@@ -54,6 +55,22 @@ def pack(out: str | Path) -> Path:
             tar.addfile(info, io.BytesIO(data))
     atomic_write(archive_path(out), buffer.getvalue())
     return archive_path(out)
+
+
+def seal(out: str | Path) -> Path:
+    """Pack `out`'s finished runs (`pack`), then remove what a sweep would resume from (runs/,
+    rounds.json, checkpoints/, claims/), so the folder is committed for reading only. Refused
+    while a run there has no summary: it would be lost."""
+    out = Path(out)
+    unfinished = [f.name for f in runs_dir(out).glob("*") if not (f / SUMMARY).is_file()]
+    if unfinished:
+        raise ConfigError(f"{out}: {len(unfinished)} run(s) not finished ({unfinished[0]}, ...); "
+                          "finish the sweep before sealing its folder")
+    path = pack(out)
+    for name in (RUNS, CHECKPOINTS, CLAIMS):
+        shutil.rmtree(out / name, ignore_errors=True)
+    (out / ROUNDS).unlink(missing_ok=True)
+    return path
 
 
 def has_archive(out: str | Path) -> bool:
