@@ -72,7 +72,8 @@ def run(name: str, out: Path, overrides: list[str], quiet: bool = False, pack: b
         raise SystemExit(status)
     where = "" if out == ROOT / "results" / name else f" --out {_shown(out)}"
     record = {"study": name, "command": f"python experiments/run_study.py {name}"
-              + "".join(f" {shlex.quote(o)}" for o in overrides) + where,
+              + "".join(f" {shlex.quote(o)}" for o in overrides) + where
+              + (" --pack" if pack else ""),
               "wall_s": round(time.perf_counter() - started, 1), "resumed": bool(resumed),
               "cpu_s": round(time.process_time() - cpu, 1),
               "runs_wall_s": store.training_seconds(_records(out, command)),

@@ -118,8 +118,7 @@ def state_table() -> list[str]:
     rows = []
     for folder in sorted(p for p in RESULTS.iterdir() if (p / "analysis.json").is_file()):
         analysis, study = _load(folder / "analysis.json"), _load(folder / "study.json")
-        packed = (folder / "runs.tar.xz").is_file() or any(
-            (c / "runs.tar.xz").is_file() for c in (folder / "cells").glob("*"))
+        packed = any(folder.rglob("runs.tar.xz"))  # its own, its cells' or base/ and branches/
         rows.append(f"| {folder.name} | {'yes' if _has_records(analysis) else 'no'} | "
                     f"{(study or {}).get('date', '-')[:10]} | {'yes' if packed else 'no'} |")
     return ["", "## Which studies are current", "",
