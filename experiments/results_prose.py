@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from scaling.analysis.intervals import describe
+from search_cost import against_floor
 from scaling.formatting import estimate, interval, number as num, short_number, span
 
 # Published values the studies are read against (fixed by the papers, not by our runs).
@@ -259,6 +260,22 @@ def _bcrit(t: dict) -> str:
     return estimate(t["b_crit"], t.get("b_crit_ci"))
 
 
+def _floor_sentence(results: Path, millions: Callable[[float], str]) -> str:
+    """Both quickstarts against the fewest runs any search could train (experiments/
+    search_cost.py, from their committed runs); empty where their run files are absent."""
+    floors = {n: against_floor(results / n) for n in ("quickstart", "quickstart_neighbours")}
+    if not all(f for _, f in floors.values()):
+        return ""
+    over = {n: f"{_x(t / f)}x its {millions(f)}" for n, (t, f) in floors.items()}
+    return (" Against the fewest runs any search could train here (the first grid's rates that "
+            "do not diverge and two more per batch size, each at every seed and trained only as "
+            "far as its reading rule needs; `python experiments/search_cost.py "
+            f"results/quickstart_neighbours`), neighbours trained {over['quickstart_neighbours']} "
+            f"and the whole first grid {over['quickstart']}: the rounds' rates and the runs "
+            "stopped as dominated, which go on until the best rate's slowest seed is read, hold "
+            "the rest.")
+
+
 def neighbours_fields(results: Path) -> dict:
     """The quickstart trained from the whole first grid and from neighbours: what each cost,
     whether the optima and B_crit agree."""
@@ -275,6 +292,7 @@ def neighbours_fields(results: Path) -> dict:
                 key=lambda m: abs(math.log(m[2]["steps"] / m[1]["steps"])))
     millions = lambda n: f"{n / 1e6:.1f}M"
     return dict(runs_grid=num(runs(grid)), runs_ours=num(runs(ours)),
+                floors=_floor_sentence(results, millions),
                 examples_grid=millions(cost(grid)), examples_ours=millions(cost(ours)),
                 moved_target=moved[0], moved_b=num(moved[1]["batch_size"]),
                 moved_grid=num(moved[1]["steps"]), moved_ours=num(moved[2]["steps"]),
@@ -294,7 +312,7 @@ learning_rate.first_grid=neighbours --out results/quickstart_neighbours`): the m
 trains the whole first grid, the others start from the rates their searched neighbours predict
 and search on from there. It trained {runs_ours} runs and {examples_ours} examples where the
 whole first grid took {runs_grid} and {examples_grid} ({ratio}x the examples). The best rate
-tried is the same in {same} of the {points} (batch size, target) points.
+tried is the same in {same} of the {points} (batch size, target) points.{floors}
 
 | target | B_crit, whole first grid | B_crit, from neighbours |
 |---|---|---|

@@ -1,7 +1,7 @@
 """Where a searched sweep's examples go: per batch size, the runs and examples of its first grid
-and of each search round, from the run summaries and rounds.json of a results folder (its run
-files must be there: the sweep's own folder, or one it is rerun into); and the floor that no
-stopping rule can go below while runs are read with the smoothed rule.
+and of each search round, from the run summaries and rounds.json of a results folder (its runs/
+or, for a committed study, its runs.tar.xz); and the floor that no stopping rule can go below
+while runs are read with the smoothed rule.
 
 The floor: a run is read once it has trained to `window` x its crossing (reached.window), and
 a run that has not crossed by step t can still be read as low as t / window, so no run can be
@@ -9,8 +9,8 @@ ruled out at a target before some run's reading of it has closed. Every run that
 diverge therefore trains at least to `window` x its batch size's fewest steps to the target
 that takes longest there (or its budget). `floor_lines` sums that over the runs the sweep
 trained, and over the fewest a search can train: the first grid's runs that did not diverge
-and two more rates per batch size, the fewest that put two neighbours within the resolution of
-a best (more where the targets' optima differ). Last, per run status, how far past the floor
+and two more rates per batch size (each at every seed), the fewest that put two neighbours
+within the resolution of a best (more where the targets' optima differ). Last, per run status, how far past the floor
 the runs trained (examples over the floor): where the examples above it go.
 
     python experiments/search_cost.py results/quickstart
@@ -19,7 +19,6 @@ the runs trained (examples over the floor): where the examples above it go.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -27,6 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from scaling import store
+from scaling.store.archive import read_member
+from scaling.store.layout import ROUNDS
 from scaling.analysis.analyze import sweep_reading
 from scaling.config.arithmetic import Arithmetic
 from scaling.sweep.search import rate_key
@@ -35,14 +36,15 @@ NEW_PER_BRACKET = 2  # rates a search adds at the fewest to bracket a best at it
 
 
 def summaries(out: Path) -> list[dict]:
-    """The run summaries of a results folder."""
-    return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/summary.json"))]
+    """The run summaries of a results folder (its runs/, else its runs.tar.xz)."""
+    return [r["summary"] for r in store.load(out)]
 
 
 def rounds_of(out: Path) -> dict[tuple[int, str], int]:
-    """{(batch size, rate_key): the search round that trained it}; first-grid rates are absent."""
-    return {(r["batch_size"], rate_key(lr)): r["round"]
-            for r in store.read_rounds(out) for lr in r["learning_rates"]}
+    """{(batch size, rate_key): the search round that trained it}; first-grid rates are absent.
+    A sealed folder's rounds.json is read from its archive."""
+    rounds = store.read_rounds(out) or read_member(out, ROUNDS) or []
+    return {(r["batch_size"], rate_key(lr)): r["round"] for r in rounds for lr in r["learning_rates"]}
 
 
 def _round(s: dict, round_of: dict[tuple[int, str], int]) -> int:
@@ -89,8 +91,9 @@ def floor_per_run(runs: list[dict], arith: Arithmetic, window: float) -> int:
 
 
 def floors(out: Path, runs: list[dict], round_of: dict[tuple[int, str], int]
-           ) -> dict[int, tuple[int, int, int]]:
-    """{batch size: (floor per run, runs that did not diverge, first-grid runs that did not)}.
+           ) -> dict[int, tuple[int, int, int, int]]:
+    """{batch size: (floor per run, runs that did not diverge, first-grid runs that did not,
+    seeds)}.
     The window is the sweep's own under the smoothed rule; other rules read a run at its
     crossing (window 1)."""
     reach = sweep_reading(out)
@@ -103,20 +106,35 @@ def floors(out: Path, runs: list[dict], round_of: dict[tuple[int, str], int]
     for b, group in by_size.items():
         live = [s for s in group if s.get("status") != "diverged"]
         grid = [s for s in live if _round(s, round_of) == 0]
-        out_floors[b] = (floor_per_run(group, arith[b], window), len(live), len(grid))
+        out_floors[b] = (floor_per_run(group, arith[b], window), len(live), len(grid),
+                         len({s["seed"] for s in group}))
     return out_floors
 
 
-def floor_lines(table: dict[int, dict[int, list[int]]], per: dict[int, tuple[int, int, int]]
-                ) -> list[str]:
+def fewest_floor(per: dict[int, tuple[int, int, int, int]]) -> int:
+    """The floor of the fewest runs a search can train: each batch size's first-grid runs that
+    did not diverge and NEW_PER_BRACKET more rates at every seed, each to its floor per run."""
+    return sum(f * (grid + NEW_PER_BRACKET * seeds) for f, _, grid, seeds in per.values())
+
+
+def against_floor(out: Path) -> tuple[int, int]:
+    """(examples a searched sweep's folder trained, `fewest_floor` of it)."""
+    runs = summaries(out)
+    round_of = rounds_of(out)
+    return sum(s["examples"] for s in runs), fewest_floor(floors(out, runs, round_of))
+
+
+def floor_lines(table: dict[int, dict[int, list[int]]],
+                per: dict[int, tuple[int, int, int, int]]) -> list[str]:
     """The floor of the runs trained, and of the fewest runs a search can train."""
     trained = sum(c[1] for rounds in table.values() for c in rounds.values())
-    these = sum(f * live for f, live, _ in per.values())
-    fewest = sum(f * (grid + NEW_PER_BRACKET) for f, _, grid in per.values())
+    these = sum(f * live for f, live, _, _ in per.values())
+    fewest = fewest_floor(per)
     return [f"floor of these runs under the reading rule: {these:,} examples "
             f"({these / trained:.0%} of the {trained:,} trained)",
             f"floor of the fewest a search can train (the first grid's runs that did not diverge "
-            f"and {NEW_PER_BRACKET} more rates per batch size): {fewest:,} examples"]
+            f"and {NEW_PER_BRACKET} more rates per batch size at every seed): {fewest:,} "
+            f"examples; the sweep trained {trained / fewest:.2f}x that"]
 
 
 def status_lines(runs: list[dict], per: dict[int, tuple[int, int, int]]) -> list[str]:
@@ -138,8 +156,8 @@ def main() -> None:
     args = parser.parse_args()
     runs = summaries(args.dir)
     if not runs:
-        raise SystemExit(f"error: {args.dir}: no finished runs under runs/ (rerun the sweep "
-                         "into it first)")
+        raise SystemExit(f"error: {args.dir}: no finished runs under runs/ nor in runs.tar.xz "
+                         "(rerun the sweep into it first)")
     round_of = rounds_of(args.dir)
     table = split(runs, round_of)
     per = floors(args.dir, runs, round_of)

@@ -483,7 +483,8 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
     its first grid and 0.316228 in round 1 (400); B = 16 only its grid (800). B = 8's fewest
     steps are 10 and 30, so every run that did not diverge trains at least 1.5 x 30 = 45 steps
     (360 examples); at B = 16 the target is never reached: its budget, 800. These runs: 2 x 360
-    + 800 = 1,520 of 1,720; the fewest a search trains: (1 + 2) x 360 + (1 + 2) x 800. Per
+    + 800 = 1,520 of 1,720; the fewest a search trains: (1 + 2) x 360 + (1 + 2) x 800 (two
+    more rates, each at the one seed). Per
     status: the completed runs trained 400 / 360 and 480 / 360 of the floor (median 1.22; 10th
     and 90th percentiles interpolated, 1.11 + 0.1 x 0.22 and 1.11 + 0.9 x 0.22), the
     budget run 800 / 800."""
@@ -497,21 +498,27 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
                                            (8, 1.0, 40, "diverged", (None, None)),
                                            (8, 0.316228, 400, "completed", (10, 30)),
                                            (16, 0.1, 800, "budget", (None, None))]:
-        folder = tmp_path / "runs" / f"bs{b}-lr{lr:g}-seed0"
-        folder.mkdir(parents=True)
-        (folder / "summary.json").write_text(json.dumps(
-            {"batch_size": b, "learning_rate": lr, "examples": examples, "status": status,
-             "steps_to_target": dict(zip(("a", "b"), steps))}))
+        run = f"bs{b}-lr{lr:g}-seed0"
+        store.start_run(tmp_path, run, {"batch_size": b, "learning_rate": lr, "seed": 0})
+        store.finish_run(tmp_path, run, {"batch_size": b, "learning_rate": lr, "seed": 0,
+                                         "examples": examples, "status": status,
+                                         "steps_to_target": dict(zip(("a", "b"), steps))})
     runs, round_of = tool["summaries"](tmp_path), tool["rounds_of"](tmp_path)
     table = tool["split"](runs, round_of)
     assert {b: dict(rounds) for b, rounds in table.items()} == {
         8: {0: [2, 520], 1: [1, 400]}, 16: {0: [1, 800]}}
     assert tool["lines"](table)[-1].split() == ["all", "3", "1,320", "1", "400"]
     floors = tool["floors"](tmp_path, runs, round_of)
-    assert floors == {8: (360, 2, 1), 16: (800, 1, 1)}
+    assert floors == {8: (360, 2, 1, 1), 16: (800, 1, 1, 1)}
     these, fewest = tool["floor_lines"](table, floors)
     assert "1,520 examples (88% of the 1,720 trained)" in these
-    assert fewest.endswith(f"{3 * 360 + 3 * 800:,} examples")
+    assert fewest.endswith(f"{3 * 360 + 3 * 800:,} examples; the sweep trained 0.49x that")
+    # with 3 seeds the two more rates are 6 more runs: (1 + 6) x 360 + (1 + 6) x 800
+    _, three = tool["floor_lines"](table, {8: (360, 2, 1, 3), 16: (800, 1, 1, 3)})
+    assert f"{7 * 360 + 7 * 800:,} examples" in three
     assert tool["status_lines"](runs, floors) == [
         "budget: 1 runs trained 1.00x the floor [1.00, 1.00]",
         "completed: 2 runs trained 1.22x the floor [1.13, 1.31]"]
+    from scaling.store.archive import seal
+    seal(tmp_path)  # a committed study: its runs and rounds read from runs.tar.xz
+    assert tool["split"](tool["summaries"](tmp_path), tool["rounds_of"](tmp_path)) == table
