@@ -188,7 +188,8 @@ class AnalysisConfig:
     """How the analysis picks each batch size's learning rate: min (the fewest mean steps over
     seeds) or crossfit (chosen on the other seeds, measured on each held-out seed); how its
     intervals resample the seeds: jackknife (leave one seed out, Student's t) or percentile
-    (a bootstrap's percentiles) (scaling.analysis.intervals). surge_rule: fit the surge rule
+    (a bootstrap's percentiles) (scaling.analysis.intervals), for B_crit, the schedules'
+    ratios and the fixed-budget optima alike. surge_rule: fit the surge rule
     to the optima (null: for adaptive optimizers only, whose optimum can fall at large batches).
 
     view: steps (steps to each target), fixed_budget (the final `metric` at the budget per
