@@ -73,10 +73,8 @@ READINGS = {"first": Reach("first"), "sustained 1.5": Reach("sustained", 1.5),
             "smoothed 2": Reach("smoothed", 2.0), "ema 0.9": Reach("ema")}
 SELECTIONS = ("min", "crossfit")
 DEFAULT = ("smoothed 1.5", "crossfit")  # the analysis's default reading and selection
-EARLIER_DEFAULT = ("smoothed 1.5", "min")  # what results.json files without "default" used
 INTERVAL = ("the 95% interval over the group's seeds (leave-one-seed-out jackknife, the "
             "analysis's default)")
-EARLIER_INTERVAL = "the 95% bootstrap interval"  # and without "interval"
 BOOTSTRAP = 200
 
 
@@ -175,7 +173,7 @@ def _text(ratio: float | None) -> str:
 
 def _intervals_named(results: list[dict]) -> str:
     """What the search arm's intervals are, as the analysis recorded them (one line each kind)."""
-    kinds = sorted({r.get("interval") or "not recorded" for res in results for r in res["rows"]})
+    kinds = sorted({r["interval"] for res in results for r in res["rows"]})
     return "; ".join(kinds)
 
 
@@ -271,7 +269,7 @@ def markdown(results: list[dict]) -> str:
              "learning rate of the same grid (the moving average's own closed form for ema).", ""]
     for res in results:
         rows, names = res["rows"], res["targets"]
-        default = tuple(res.get("default", EARLIER_DEFAULT))
+        default = tuple(res["default"])
         lines += [f"## {res['spectrum']}: {res['about']}", "",
                   f"Targets {', '.join(names)} ({', '.join(f'{f:g}' for f in res['fractions_of_start'])}"
                   f" of the starting loss); training {res['train_s'] / 60:.1f} min.", "",
@@ -286,7 +284,7 @@ def markdown(results: list[dict]) -> str:
             lines.append(f"| {bold}{reading}{bold} | {bold}{how}{bold} | " + " | ".join(cells) + " |")
         lines += ["", f"The default ({default[0]}, {default[1]}) per grid and seed count; "
                   "against exact on the grid, against the fine search, and how often the "
-                  f"closed form lies inside {res.get('interval', EARLIER_INTERVAL)}:", "",
+                  f"closed form lies inside {res['interval']}:", "",
                   "| batch grid | LR grid | seeds | target | vs exact (grid) | vs exact (fine) | "
                   "inside interval | first crossing, min: vs exact (grid) | inside interval |",
                   "|---|---|---|---|---|---|---|---|---|"]

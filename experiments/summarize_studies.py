@@ -324,7 +324,7 @@ def steps_to_target_table() -> list[str]:
              "| spectrum | target | smoothed (default) | within 10% | inside interval | "
              "first crossing | within 10% | inside interval |", "|---|---|---|---|---|---|---|---|"]
     for res in results:
-        default, selection = res.get("default", ("smoothed 1.5", "min"))  # older: min
+        default, selection = res["default"]
         for ti, name in enumerate(res["targets"]):
             cells = []
             for reading, how in ((default, selection), ("first", "min")):  # as the study reads
@@ -336,15 +336,10 @@ def steps_to_target_table() -> list[str]:
                 cells += [f"{np.nanmedian(ratios):.2f}",
                           f"{np.mean(np.abs(ratios - 1) <= 0.1):.0%}", f"{np.mean(inside):.0%}"]
             lines.append(f"| {res['spectrum']} | {name} | " + " | ".join(cells) + " |")
-    rerun = all("interval" in res for res in results)
-    how = results[0].get("interval", "the old bootstrap")
-    return lines + ["", f"Inside interval: {how}; the default's selection "
-                    f"{results[0].get('default', ('', 'min'))[1]}, first crossing's min. From `python "
+    return lines + ["", f"Inside interval: {results[0]['interval']}; the default's selection "
+                    f"{results[0]['default'][1]}, first crossing's min. From `python "
                     "experiments/steps_to_target.py`; details in "
-                    "[steps_to_target/report.md](steps_to_target/report.md)." + (
-                        "" if rerun else " Not rerun since the intervals changed: its \"inside "
-                        "interval\" columns are the old bootstrap's, which under-covered; the "
-                        "coverage study above measures the intervals as they are now.")]
+                    "[steps_to_target/report.md](steps_to_target/report.md)."]
 
 
 def search_table() -> list[str]:
@@ -356,15 +351,11 @@ def search_table() -> list[str]:
     lines = path.read_text().splitlines()
     table = [line for line in lines if line.startswith("|")]
     held = [line for line in lines if line.startswith("The interval holds")]
-    rerun = all("interval" in r for res in _load(RESULTS / "steps_to_target" / "search.json")
-                for r in res["rows"])
     return ["", "With the learning-rate search (the sweep as a user runs it: five rates half a "
             "decade apart, 0.01 to 1, then the search and the stopping of dominated runs; 3 "
             "seeds), against the closed form's optimum over a fine grid:", ""] + table + [
             "", " ".join(held + ["From `python experiments/steps_to_target.py --search`; "
-                                 "[steps_to_target/search.md](steps_to_target/search.md)."] + (
-                [] if rerun else ["Not rerun since the intervals changed (its interval column "
-                                  "is the old bootstrap's)."]))]
+                                 "[steps_to_target/search.md](steps_to_target/search.md)."])]
 
 
 def rules_table() -> list[str]:
