@@ -10,8 +10,9 @@ diverge therefore trains at least to `window` x its batch size's fewest steps to
 that takes longest there (or its budget). `floor_lines` sums that over the runs the sweep
 trained, and over the fewest a search can train: the first grid's runs that did not diverge
 and two more rates per batch size (each at every seed), the fewest that put two neighbours
-within the resolution of a best (more where the targets' optima differ). Last, per run status, how far past the floor
-the runs trained (examples over the floor): where the examples above it go.
+within the resolution of a best (more where the targets' optima differ). Last, per run
+status, how far past the floor the runs trained (examples over the floor): where the examples
+above it go.
 
     python experiments/search_cost.py results/quickstart
 """
@@ -44,7 +45,8 @@ def rounds_of(out: Path) -> dict[tuple[int, str], int]:
     """{(batch size, rate_key): the search round that trained it}; first-grid rates are absent.
     A sealed folder's rounds.json is read from its archive."""
     rounds = store.read_rounds(out) or read_member(out, ROUNDS) or []
-    return {(r["batch_size"], rate_key(lr)): r["round"] for r in rounds for lr in r["learning_rates"]}
+    return {(r["batch_size"], rate_key(lr)): r["round"]
+            for r in rounds for lr in r["learning_rates"]}
 
 
 def _round(s: dict, round_of: dict[tuple[int, str], int]) -> int:
@@ -137,7 +139,7 @@ def floor_lines(table: dict[int, dict[int, list[int]]],
             f"examples; the sweep trained {trained / fewest:.2f}x that"]
 
 
-def status_lines(runs: list[dict], per: dict[int, tuple[int, int, int]]) -> list[str]:
+def status_lines(runs: list[dict], per: dict[int, tuple[int, int, int, int]]) -> list[str]:
     """Per run status (diverged runs aside): the runs and how far past the per-run floor they
     trained, examples over the floor as median [10th, 90th percentile]: where the examples
     above the floor go."""

@@ -258,9 +258,9 @@ def schedules_table() -> list[str]:
     studies = _study_folders("schedules")
     if not studies:
         return []
-    methods = sorted({m for _, a, _ in studies for s in a["schedules"] for t in s["targets"]
-                      for c in t.get("comparisons", [])
-                      if (m := (c.get("interval") or {}).get("method"))})  # older: none recorded
+    methods = sorted({c["interval"]["method"] for _, a, _ in studies for s in a["schedules"]
+                      for t in s["targets"] for c in t.get("comparisons", [])
+                      if c["interval"]["method"]})  # unreached targets have no comparisons
     lines = ["", "## Batch-size schedules against fixed batch sizes", "",
              "At each schedule's best learning rate, mean over seeds; ratios to the batch size it "
              "starts from and to the batch size with the fewest steps, 95% intervals over seeds "

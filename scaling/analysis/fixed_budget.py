@@ -12,14 +12,14 @@ loss-optimal batch size B_opt, each read between grid points and with a bootstra
 - Intervals: with two or more seeds, by default the leave-one-seed-out jackknife (each
   replicate leaves one seed out of every cell, since the seeds share data order and
   initialisation across learning rates, and reads every optimum again), log x +- t(k-1) se;
-  with 3 seeds it held 90-94% where a percentile bootstrap of whole seeds held 71-75%
+  with 3 seeds it held 91-94% where a percentile bootstrap of whole seeds held 72-81%
   (tests/test_budget_intervals.py, optima off the grid). `analysis.interval: percentile`
   gives the bootstrap's 2.5 and 97.5 percentiles. With one seed, each draw adds noise to
   every point, log-normal with the spread the landscape itself shows: the rms residual of log
   metric about a quadratic in log lr through each batch size's best five points (percentiles;
   94-96% on a landscape exactly quadratic there, wide where it is not). The laws across
-  cells always take the bootstrap's draws
-  (scaling.analysis.laws resamples cells and, within each, its seeds).
+  cells always take the bootstrap's draws (scaling.analysis.laws resamples cells and, within
+  each, its seeds).
 
 Accuracy-like metrics (higher is better) are read as their error, 1 - accuracy, and reported
 back in their own terms.
