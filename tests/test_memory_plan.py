@@ -21,7 +21,7 @@ from scaling.sweep import memory_plan, runner
 from scaling.sweep.memory_plan import Planner, Setting
 from scaling.tasks import build_task
 from scaling.train import memory
-from tests.helpers import assert_same, comparable, config
+from tests.helpers import SWEEP, assert_same, comparable, config
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = {"task": {"name": "charlm", "corpus_chars": 20000, "seq_len": 16},
@@ -83,6 +83,24 @@ def write(tmp_path: Path, base: dict, *overrides: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.devices(8)
+@pytest.mark.parametrize("runs, shapes, sizes", [
+    (1, [(10,)], [1, 2]),  # 10 splits by 2 only
+    (1, [(64, 10)], [1, 2, 4, 8]),  # 64 by every divisor of 8
+    (1, [(3,), (5, 7)], [1]),  # nothing splits: fsdp would shard nothing
+    (2, [(10,)], [1, 2]),  # 4 devices per run group
+])
+def test_fsdp_sizes_are_the_divisors_that_split_some_parameter(runs, shapes, sizes):
+    cfg = config(SWEEP, f"parallel.runs={runs}")
+    assert memory_plan.fsdp_sizes(cfg, 8, shapes) == sizes
+
+
+def test_a_limit_below_one_run_is_refused_where_no_larger_fsdp_splits_a_parameter():
+    """The NQM's parameter (10 numbers) splits at fsdp 2, not at 4 or 8: a limit too small
+    for one run is a refusal at the settings that exist, not the engine's error for fsdp 8."""
+    (refused,) = memory_plan.plan(config(SWEEP, "batch.sizes=[8]", "parallel.runs=1"), 1e-9)
+    assert not refused.fits and refused.footprint.setting.fsdp in (1, 2)
+
+
 def test_a_device_too_small_is_refused_in_one_line_before_any_compute(tmp_path, capsys):
     path = write(tmp_path, GPT, "parallel.data=8")
     assert main(["plan", path, "--device-memory", "0.000001"]) == 1

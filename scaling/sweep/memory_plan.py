@@ -13,8 +13,9 @@ statistics, the parameters' average) and the metric rows.
 Settings are searched in the order they cost throughput. The config's own accumulation and
 fsdp at one run per device come first; where they do not fit, the least settings (accumulation
 down to one example per device per micro-batch at the config's fsdp and at the most fsdp, one
-run per device), and a batch size that fits at neither is refused. Else, from the config's fsdp up, the smallest
-accumulation that fits (bisected: memory falls as accumulation rises). Then the widest group
+run per device), and a batch size that fits at neither is refused. Else, from the config's
+fsdp up (the sizes that split some parameter), the smallest accumulation that fits (bisected:
+memory falls as accumulation rises). Then the widest group
 up to the batch size's runs. `scaling plan --device-memory` prints the plan; a sweep given
 train.memory_limit_gb trains by it (settle).
 """
@@ -36,7 +37,7 @@ from scaling.sweep import grid
 from scaling.sweep.prepare import Prepared
 from scaling.sweep.session import eval_subset, host_spec, placement
 from scaling.tasks import build_task
-from scaling.train import memory, stream
+from scaling.train import fsdp, memory, stream
 from scaling.train.mesh import make_mesh, replicated
 from scaling.train.program import GroupProgram
 from scaling.train.spec import group_spec
@@ -146,6 +147,8 @@ class Planner:
                 f"{jax.device_count()}; on CPU set XLA_FLAGS=--xla_force_host_platform_device_count="
                 f"{self.devices} to plan for them")
         self.task = build_task(cfg)
+        self.param_shapes = [tuple(x.shape) for x in jax.tree.leaves(
+            jax.eval_shape(self.task.init, jax.random.key(0)))]
         self.compiles = 0
         self._known: dict[tuple[int, Setting, str], Footprint] = {}
 
@@ -232,10 +235,12 @@ def accumulations(cfg: Config, size: int, shards: int) -> list[int]:
     return out
 
 
-def fsdp_sizes(cfg: Config, devices: int) -> list[int]:
-    """fsdp sizes from the config's up: the divisors of the devices a run group has."""
+def fsdp_sizes(cfg: Config, devices: int, shapes: list[tuple[int, ...]]) -> list[int]:
+    """fsdp sizes from the config's up: the divisors of the devices a run group has that split
+    some parameter of `shapes` (one run's; a size that splits none is refused by the engine)."""
     per_run = devices // cfg.parallel.runs
-    return [k for k in range(cfg.train.fsdp, per_run + 1) if per_run % k == 0]
+    return [k for k in range(cfg.train.fsdp, per_run + 1)
+            if per_run % k == 0 and (k == cfg.train.fsdp or fsdp.splits_some(shapes, k))]
 
 
 def wanted_width(cfg: Config, size: int) -> int:
@@ -252,7 +257,7 @@ def plan_size(planner: Planner, size: int, widths: bool = True) -> SizePlan:
     cfg, runs = planner.cfg, planner.cfg.parallel.runs
     start = planner.compiles
     options = [(k, accumulations(cfg, size, planner.devices // runs)) for k in fsdp_sizes(
-        cfg, planner.devices)]
+        cfg, planner.devices, planner.param_shapes)]
     options = [(k, accs) for k, accs in options if accs]
     if not options:
         raise ConfigError(f"batch.sizes: {size} does not split over the {planner.devices // runs} "

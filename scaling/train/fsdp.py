@@ -31,6 +31,11 @@ def leaf_spec(shape: tuple[int, ...], fsdp: int) -> P:
     return P("runs", *([None] * (axis - 1)), "fsdp")
 
 
+def splits_some(shapes: list[tuple[int, ...]], fsdp: int) -> bool:
+    """Whether fsdp size `fsdp` splits an axis of some parameter (`shapes`: one run's)."""
+    return fsdp == 1 or any("fsdp" in leaf_spec((1, *shape), fsdp) for shape in shapes)
+
+
 def state_specs(state: Any, fsdp: int) -> Any:
     """The PartitionSpec of every leaf of a RunState (arrays or shapes); an fsdp size that
     divides no parameter's axis is refused (it would shard nothing and gather for nothing)."""
@@ -39,8 +44,7 @@ def state_specs(state: Any, fsdp: int) -> Any:
     specs = state._replace(**{f: split(getattr(state, f)) if f in SHARDED_FIELDS
                               else runs(getattr(state, f)) for f in state._fields})
     shapes = [tuple(x.shape[1:]) for x in jax.tree.leaves(state.params)]
-    need(fsdp == 1 or any("fsdp" in spec for spec in jax.tree.leaves(
-        specs.params, is_leaf=lambda x: isinstance(x, P))), "train.fsdp", fsdp,
+    need(splits_some(shapes, fsdp), "train.fsdp", fsdp,
          f"a size that divides an axis of some parameter (their shapes: {shapes[:6]}"
          f"{' ...' if len(shapes) > 6 else ''})")
     return specs
