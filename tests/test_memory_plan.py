@@ -81,8 +81,6 @@ def write(tmp_path: Path, base: dict, *overrides: str) -> str:
     return str(path)
 
 
-@pytest.mark.slow
-@pytest.mark.devices(8)
 @pytest.mark.parametrize("runs, shapes, sizes", [
     (1, [(10,)], [1, 2]),  # 10 splits by 2 only
     (1, [(64, 10)], [1, 2, 4, 8]),  # 64 by every divisor of 8
@@ -94,6 +92,7 @@ def test_fsdp_sizes_are_the_divisors_that_split_some_parameter(runs, shapes, siz
     assert memory_plan.fsdp_sizes(cfg, 8, shapes) == sizes
 
 
+@pytest.mark.devices(8)
 def test_a_limit_below_one_run_is_refused_where_no_larger_fsdp_splits_a_parameter():
     """The NQM's parameter (10 numbers) splits at fsdp 2, not at 4 or 8: a limit too small
     for one run is a refusal at the settings that exist, not the engine's error for fsdp 8."""
@@ -101,6 +100,8 @@ def test_a_limit_below_one_run_is_refused_where_no_larger_fsdp_splits_a_paramete
     assert not refused.fits and refused.footprint.setting.fsdp in (1, 2)
 
 
+@pytest.mark.slow
+@pytest.mark.devices(8)
 def test_a_device_too_small_is_refused_in_one_line_before_any_compute(tmp_path, capsys):
     path = write(tmp_path, GPT, "parallel.data=8")
     assert main(["plan", path, "--device-memory", "0.000001"]) == 1
