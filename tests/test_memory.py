@@ -34,13 +34,32 @@ def test_max_width_refuses_a_non_positive_estimate():
         memory.max_width(1000, 0, 1)
 
 
-def test_chunk_bytes_and_per_run_bytes():
+def test_chunk_bytes_and_the_width_line():
     stats = SimpleNamespace(argument_size_in_bytes=1000, output_size_in_bytes=600,
                             temp_size_in_bytes=400, alias_size_in_bytes=500)
     assert memory.chunk_bytes(stats) == 1500
     assert memory.chunk_bytes(SimpleNamespace(**{**vars(stats), "temp_size_in_bytes": None})) is None
     assert memory.chunk_bytes(None) is None
-    assert memory.per_run_bytes(1500, 300, width=8, runs_axis=2) == 300  # 1200 over 4 per device
+    # 500 at one run per device, 1,100 at 4 per device (width 8 on 2 run shards): 200 a run,
+    # 300 that no width changes.
+    assert memory.width_line(500, 1100, width=8, runs_axis=2) == (300, 200)
+
+
+class LineProgram:
+    """A chunk whose bytes per device are 5,000 that no width changes plus 1,000 a run."""
+
+    def memory_at(self, width, data, eval_data):
+        return SimpleNamespace(argument_size_in_bytes=5000 + 1000 * width, output_size_in_bytes=0,
+                               temp_size_in_bytes=0, alias_size_in_bytes=0)
+
+
+def test_group_width_cuts_on_the_line_through_two_widths():
+    # 80% of 10,000 is 8,000. At width 8: 13,000, too much. Through widths 1 and 8: 5,000 + 1,000
+    # a run, so 3 runs (8,000). Charging all of width 8's bytes to its runs (1,625 each) would
+    # say 4, whose chunk holds 9,000.
+    assert memory.group_width(LineProgram(), 8, {}, {}, 10_000, 1) == (3, 13_000)
+    assert memory.group_width(LineProgram(), 2, {}, {}, 10_000, 1) == (2, 7_000)  # it fits
+    assert memory.group_width(LineProgram(), 1, {}, {}, 1_000, 1) == (1, 6_000)  # nothing less
 
 
 def test_device_limit(monkeypatch):
@@ -66,12 +85,11 @@ def test_estimate_is_positive_and_grows_with_width(tmp_path):
     session = _session(config(SWEEP, *ONE_BATCH), tmp_path)
     program = session.program(8)
     data, eval_data = session.context.data, session.context.eval_data
-    total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (2, 8)}
-    fixed = memory.tree_bytes(data, eval_data)
-    assert total[8] > total[2] > fixed
-    per_run = {w: memory.per_run_bytes(total[w], fixed, w, 1) for w in total}
-    assert per_run[2] > 0 and per_run[8] > 0
-    assert sorted(program.compile_s) == [2, 8]
+    total = {w: memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (1, 8)}
+    assert total[8] > total[1] > memory.tree_bytes(data, eval_data)
+    fixed, per_run = memory.width_line(total[1], total[8], 8, 1)
+    assert per_run > 0 and fixed > 0  # the program's own scratch does not grow with the width
+    assert sorted(program.compile_s) == [1, 8]
 
 
 def test_the_chunk_compiled_for_the_estimate_trains_the_group(tmp_path):
@@ -97,13 +115,13 @@ def test_a_tiny_memory_limit_splits_the_batch_size_into_smaller_groups(tmp_path,
 
 
 def _limit_for(cfg, tmp_path, runs: float) -> float:
-    """memory_limit_gb with room for `runs` runs of ONE_BATCH's group beside its data."""
+    """memory_limit_gb with room for `runs` runs of ONE_BATCH's group beside what no width
+    changes, on the line through its chunk's bytes at widths 1 and 4."""
     probe = _session(cfg, tmp_path / "probe")
     program = probe.program(8)
     data, eval_data = probe.context.data, probe.context.eval_data
-    fixed = memory.tree_bytes(data, eval_data)
-    per_run = memory.per_run_bytes(memory.chunk_bytes(program.memory_at(4, data, eval_data)),
-                                   fixed, 4, 1)
+    fixed, per_run = memory.width_line(
+        *(memory.chunk_bytes(program.memory_at(w, data, eval_data)) for w in (1, 4)), 4, 1)
     return (fixed + runs * per_run) / memory.SAFETY / memory.GB
 
 

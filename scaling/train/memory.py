@@ -1,9 +1,10 @@
 """Group widths that fit device memory, from XLA's own memory analysis of the compiled chunk.
 
-A chunk at width w holds, on each device, the replicated data (the same at every width) and
-w / runs_axis runs' state, data slices and activations. Compiling the chunk once at the planned
-width gives both; the largest width whose bytes stay under a safety fraction of the device's
-limit is the group size.
+A chunk at width w holds, on each device, what no width changes (the replicated data, the
+evaluation schedule's tables, scratch of the program's own) and w / runs_axis runs' state, data
+slices and activations. Compiling the chunk at the planned width gives its bytes; where they do
+not fit, the chunk at one run per device gives a second point of that line, and the largest
+width whose bytes stay under a safety fraction of the device's limit is the group size.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ def tree_bytes(*trees: Any) -> int:
                for t in trees for a in jax.tree.leaves(t))
 
 
-def per_run_bytes(total: int, fixed: int, width: int, runs_axis: int) -> float:
-    """Bytes one run adds on its device: what does not scale with the width taken off, the rest
-    shared by the width / runs_axis runs each device holds."""
-    return max(total - fixed, 0) / (width // runs_axis)
+def width_line(narrow: int, total: int, width: int, runs_axis: int) -> tuple[float, float]:
+    """(bytes no width changes, bytes one run adds on its device), from a device's bytes at one
+    run per device (`narrow`) and at `width`: through both points, so the part that does not
+    grow with the width is neither charged to every run nor left out when cutting down."""
+    per_run = (total - narrow) / (width // runs_axis - 1)
+    return narrow - per_run, per_run
 
 
 def max_width(limit: int, per_run: float, runs_axis: int, fixed: int = 0,
@@ -62,13 +65,19 @@ def max_width(limit: int, per_run: float, runs_axis: int, fixed: int = 0,
 
 def group_width(program: Any, width: int, data: Any, eval_data: Any, limit: int,
                 runs_axis: int) -> tuple[int, int] | None:
-    """(largest width that fits, bytes per device at `width`), from the chunk compiled at
-    `width`; None where XLA gives no memory analysis (then no cut)."""
+    """(a width that fits, bytes per device at `width`), from the chunk compiled at `width`: the
+    width itself where that fits or is one run per device, else the largest on the line through
+    it and the chunk compiled at one run per device (width_line); None where XLA gives no
+    memory analysis, or the two points give no positive per-run bytes (then no cut)."""
     total = chunk_bytes(program.memory_at(width, data, eval_data))
     if total is None:
         return None
-    fixed = tree_bytes(data, eval_data)
-    per_run = per_run_bytes(total, fixed, width, runs_axis)
+    if width <= runs_axis or total <= SAFETY * limit:
+        return width, total
+    narrow = chunk_bytes(program.memory_at(runs_axis, data, eval_data))
+    if narrow is None:
+        return None
+    fixed, per_run = width_line(narrow, total, width, runs_axis)
     if per_run <= 0:
         return None
-    return max_width(limit, per_run, runs_axis, fixed), total
+    return max_width(limit, per_run, runs_axis, int(fixed)), total
