@@ -142,16 +142,16 @@ def test_a_renewal_is_due_renew_s_after_the_last(tmp_path, monkeypatch):
 
 def test_the_claim_is_renewed_at_the_chunks_and_released_at_the_end_and_on_error(
         tmp_path, monkeypatch):
-    cfg = config(NQM, "train.min_chunks=1")  # its step-0 row, then 100 steps in 4 chunks of 25
+    cfg = config(NQM, "train.min_chunks=1")  # 100 steps in 4 chunks of 25, step 0 in the first
     monkeypatch.setattr(claiming, "RENEW_S", 0.0)  # due at every chunk
     watch = _Watch(tmp_path / "a")
     runner.run(cfg, tmp_path / "a", quiet=True, hooks=[watch])
-    assert len(watch.seen) == 5 and all(len(held) == 1 for held in watch.seen)
+    assert len(watch.seen) == 4 and all(len(held) == 1 for held in watch.seen)
     holders = [next(iter(held.values())) for held in watch.seen]
     assert {(h.pid, h.started) for h in holders} == {(os.getpid(), holders[0].started)}
     expiries = [h.expires for h in holders]  # the hook hears each chunk before the renewal
     assert expiries[0] == holders[0].started + claims.LEASE_S
-    assert expiries == sorted(expiries) and len(set(expiries)) == 5  # pushed out at each chunk
+    assert expiries == sorted(expiries) and len(set(expiries)) == 4  # pushed out at each chunk
     assert claims.live_claims(tmp_path / "a") == {}
     failing = _Watch(tmp_path / "b", fail=2)
     with pytest.raises(RuntimeError, match="a hook failed"):

@@ -119,6 +119,26 @@ def test_each_runs_metrics_are_its_own_evaluation():
             assert rows[-1][key] == pytest.approx(float(alone[key]), rel=0 if cpu else 1e-6)
 
 
+def test_a_fresh_group_evaluates_step_0_once_in_its_first_chunk():
+    """The first state's program holds no evaluation: the first chunk evaluates step 0 before
+    it trains (row 0 is, bit for bit on CPU, the evaluation of the first state), and no later
+    chunk evaluates its first step again (every evaluated step once, chunk edges included)."""
+    program, data, eval_data = _digits_group()
+    runs = [RunSpec(0.05, 0), RunSpec(0.5, 1)]
+    start = fresh(program, runs, data, eval_data, 1)
+    first = jax.device_get(start.state.params)
+    collect = Collect(len(runs))
+    run_group(program, start, data, eval_data, [collect])
+    evaluate = jax.jit(program.evaluate)
+    tol = 0 if jax.default_backend() == "cpu" else 1e-6
+    for i, rows in enumerate(collect.records):
+        steps = [r["step"] for r in rows]
+        assert steps[0] == 0 and steps == sorted(set(steps)) and steps[-1] == 60
+        assert any(s % program.spec.chunk_steps == 0 for s in steps[1:])  # a chunk edge is read
+        alone = evaluate(jax.tree.map(lambda x: x[i], first), eval_data)
+        assert rows[0]["eval_loss"] == pytest.approx(float(alone["eval_loss"]), rel=tol)
+
+
 def test_common_random_numbers_across_learning_rates():
     """Runs that differ only in learning rate start from the same weights and see the same data."""
     cfg = config(DIGITS)

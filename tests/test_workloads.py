@@ -404,7 +404,7 @@ def test_runs_that_differ_only_in_learning_rate_see_identical_augmented_batches(
     data = put_replicated(mesh, task.train_arrays())
     eval_data = put_replicated(mesh, task.eval_arrays())
     runs = [RunSpec(0.05, seed=0), RunSpec(0.2, seed=0), RunSpec(0.05, seed=1)]
-    states, _ = program.init(runs, np.zeros(3, np.int32), data, eval_data)
+    states = program.init(runs, np.zeros(3, np.int32))
     batch = jax.jit(lambda rs, step: program._batch(rs, data, step, 0)[0]["x"])
     at = lambda i, step: np.asarray(batch(jax.tree.map(lambda a: a[i], states), step))
     for step in (0, 1, 7):

@@ -79,7 +79,7 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
     """
     spec, packing, rs = program.spec, start.packing, start.state
     clock = _Clock(program, start.wall_s)
-    pending = _begin(start, clock, sinks)
+    pending = _begin(start, sinks)
     end = spec.last_step if until is None else min(until, spec.last_step)
     for first in range(start.first_step, end, spec.chunk_steps):
         rs = _repack(program, rs, packing)
@@ -87,7 +87,8 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
         if stream is not None:
             chunk_data = stream.get(first)
             slots = stream.slots([start.runs[max(s, 0)].seed for s in packing.slots])
-        rs, rows = clock.chunk(rs, chunk_data, eval_data, first, slots, end)
+        rs, rows = clock.chunk(rs, chunk_data, eval_data, first, slots, end,
+                               start.first_eval and first == start.first_step)
         if pending is not None:
             if pending.fold(packing, clock, sinks):
                 pending = None
@@ -110,13 +111,11 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
     return GroupEnd(results, clock.compiling, clock.train_s(), rs, packing, clock.ahead_s)
 
 
-def _begin(start: Start, clock: "_Clock", sinks: Sequence[Sink]) -> "_Chunk | None":
-    """The sinks told the group starts; a fresh group's step-0 rows written; a resumed
-    group's last chunk, its rows written before, to fold in after the next dispatch."""
+def _begin(start: Start, sinks: Sequence[Sink]) -> "_Chunk | None":
+    """The sinks told the group starts; a resumed group's last chunk, its rows written
+    before, to fold in after the next dispatch."""
     start_all(sinks, start.first_step)
-    if start.first_rows is not None:
-        _Chunk(start.first_rows, start.packing.slots).write(start.packing, clock, sinks)
-    elif start.seen is not None:
+    if start.seen is not None:
         return _Chunk(None, start.seen[1], start.seen[0])
     return None
 

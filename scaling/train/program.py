@@ -48,39 +48,41 @@ class GroupProgram(CompiledChunks, RunStep):
     def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
         return jax.vmap(fn, in_axes=in_axes, spmd_axis_name="runs")
 
-    def _init_fn(self, firsts: tuple, which: jax.Array, hparams: dict, status: jax.Array,
-                 data: Any, eval_data: Any) -> tuple:
-        """Every run's first state and its row at step 0; run i starts from firsts[which[i]]
-        (first_params of each seed in the group)."""
+    def _init_fn(self, firsts: tuple, which: jax.Array, hparams: dict, status: jax.Array) -> RunState:
+        """Every run's first state; run i starts from firsts[which[i]] (first_params of each
+        seed in the group). Its step-0 evaluation is the first chunk's (`first_eval`), so the
+        model's evaluation is compiled once, in the chunk, and this program is the same small
+        one at every width."""
         params, keys = jax.tree.map(lambda *xs: jnp.stack(xs)[which], *firsts)
         rs = self._vmap(self._init_run, (0, 0, 0))(params, keys, hparams)
-        rs, row = self._evaluated(rs, data, eval_data, self.schedule, jnp.zeros((), jnp.int32),
-                                  jnp.asarray(False))
-        rs = rs._replace(status=jnp.where(status == Status.PADDING, Status.PADDING, rs.status))
-        return self._shard_runs(rs), self._replicate(row)
+        return self._shard_runs(rs._replace(status=status))
 
     def _chunk_fn(self, rs: RunState, data: Any, eval_data: Any, sched: Schedule,
-                  first_step: jax.Array, end_step: jax.Array, slots: jax.Array
-                  ) -> tuple[RunState, dict]:
+                  first_step: jax.Array, end_step: jax.Array, slots: jax.Array,
+                  first_eval: jax.Array) -> tuple[RunState, dict]:
         """`chunk_steps` steps of every run, none at or past `end_step` (a segment that ends
-        before the run's total steps: a branch's window, a batch-size schedule's phase).
+        before the run's total steps: a branch's window, a batch-size schedule's phase), each
+        followed by its evaluation where one falls. The scan starts one step early and trains
+        nothing there, so its first row is the evaluation at `first_step` itself where
+        `first_eval` (a fresh group's step 0; the chunk before evaluated it otherwise).
         Host-streamed, `data` holds the chunk's batches, (seeds, chunk_steps, batch, ...), and
         `slots` each run's seed among them."""
         spec = self.spec
-        steps = first_step + jnp.arange(spec.chunk_steps)
+        steps = first_step - 1 + jnp.arange(spec.chunk_steps + 1)
         end = jnp.minimum(end_step, spec.last_step)
         row_shape = jax.eval_shape(
-            lambda r: self._evaluated(r, data, eval_data, sched, steps[0], False)[1], rs)
+            lambda r: self._evaluated(r, data, eval_data, sched, first_step, False)[1], rs)
         train_step = self._vmap(self._train_step, (0, None, None, 0, 0))
 
         def body(rs: RunState, step: jax.Array) -> tuple[RunState, dict]:
-            live = (rs.status == Status.RUNNING) & (step < end)
+            trains = step >= first_step
+            live = (rs.status == Status.RUNNING) & (step < end) & trains
             step_data = data
             if spec.data.host_data:
-                step_data = jax.tree.map(lambda a: a[:, step - first_step], data)
+                step_data = jax.tree.map(lambda a: a[:, jnp.maximum(step - first_step, 0)], data)
             elif spec.data.num_train is not None:
                 epoch = step // spec.data.steps_per_epoch
-                perm = jax.lax.cond(step % spec.data.steps_per_epoch == 0,
+                perm = jax.lax.cond(trains & (step % spec.data.steps_per_epoch == 0),
                                     lambda: self._vmap(self.new_perm, (0, None))(rs.data_key, epoch),
                                     lambda: rs.perm)
                 rs = rs._replace(perm=perm)
@@ -88,7 +90,7 @@ class GroupProgram(CompiledChunks, RunStep):
                               lambda r: r, rs)
             point = step + 1
             rs, row = jax.lax.cond(
-                sched.index[point] >= 0,
+                (sched.index[point] >= 0) & (trains | first_eval),
                 lambda r: self._evaluated(r, data, eval_data, sched, point, sched.hessian[point]),
                 lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), row_shape)), rs)
             return rs, dict(row, status=rs.status)
@@ -166,14 +168,13 @@ class GroupProgram(CompiledChunks, RunStep):
         return jax.lax.with_sharding_constraint(tree, NamedSharding(self.mesh, P()))
 
     # ------------------------------------------------------------ host side
-    def init(self, runs: list[RunSpec], status: np.ndarray, data: Any, eval_data: Any
-             ) -> tuple[RunState, dict]:
+    def init(self, runs: list[RunSpec], status: np.ndarray) -> RunState:
         seeds = sorted({r.seed for r in runs})
         firsts = tuple(self._first(jnp.asarray(seed, jnp.uint32)) for seed in seeds)
         which = jnp.asarray([seeds.index(r.seed) for r in runs], jnp.int32)
         hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
-        return self._init(firsts, which, hparams, jnp.asarray(status, jnp.int32), data, eval_data)
+        return self._init(firsts, which, hparams, jnp.asarray(status, jnp.int32))
 
     def model_flops(self, data: Any) -> float | None:
         """XLA's FLOPs of one run's gradient at this batch size (scaling.train.throughput),
@@ -229,15 +230,18 @@ class GroupProgram(CompiledChunks, RunStep):
                                 int(stream), bool(carry_noise), hparams)
 
     def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int,
-              slots: np.ndarray | None = None, end_step: int | None = None):
+              slots: np.ndarray | None = None, end_step: int | None = None,
+              first_eval: bool = False):
         """Run one chunk; the first call at a width compiles ahead, so compile time is apart.
         `slots`: host-streamed, each run's seed among the chunk's batches (else unused);
-        `end_step`: no step at or past it is taken (default: the spec's total steps)."""
+        `end_step`: no step at or past it is taken (default: the spec's total steps);
+        `first_eval`: evaluate at `first_step` first (a fresh group's first chunk)."""
         width = int(rs.status.shape[0])
         slots = np.zeros(width, np.int32) if slots is None else slots
         end = self.spec.last_step if end_step is None else end_step
         args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
-                jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32))
+                jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32),
+                jnp.asarray(first_eval))
         return self._run_compiled(width, args)
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
@@ -246,7 +250,7 @@ class GroupProgram(CompiledChunks, RunStep):
         hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
         per_run = jax.ShapeDtypeStruct((width,), jnp.int32)
-        shapes = jax.eval_shape(self._init, (first,), per_run, hparams, per_run, data, eval_data)[0]
+        shapes = jax.eval_shape(self._init, (first,), per_run, hparams, per_run)
         # As the state comes out of _init: runs-sharded, but an empty leaf (no targets) comes
         # out replicated, and a chunk compiled for another sharding would refuse it.
         empty = NamedSharding(self.mesh, P())
@@ -257,6 +261,6 @@ class GroupProgram(CompiledChunks, RunStep):
     def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         return (self.abstract_state(width, data, eval_data), data, eval_data, self.schedule,
                 jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32),
-                jax.ShapeDtypeStruct((width,), jnp.int32))
+                jax.ShapeDtypeStruct((width,), jnp.int32), jnp.asarray(False))
 
 

@@ -30,7 +30,8 @@ class Start:
 
     `seen` is the last chunk's (running, slots) of a group resumed from a checkpoint: its rows
     are written, and the packing folds it in after the next chunk is dispatched, as the
-    uninterrupted group would. `first_rows` is a fresh group's step-0 row, not yet written.
+    uninterrupted group would. `first_eval`: a fresh group, whose first chunk evaluates step 0
+    before it trains.
     """
 
     runs: list[RunSpec]
@@ -39,7 +40,7 @@ class Start:
     first_step: int = 0
     wall_s: float = 0.0
     seen: tuple[np.ndarray, np.ndarray] | None = None
-    first_rows: Any = None
+    first_eval: bool = False
 
 
 def width(num_runs: int, runs_axis: int) -> int:
@@ -49,17 +50,16 @@ def width(num_runs: int, runs_axis: int) -> int:
 
 def fresh(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
           runs_axis: int) -> Start:
-    """Every run's first state, and its step-0 row for the sinks."""
+    """Every run's first state (its step-0 row comes with the first chunk's)."""
     wide = width(len(runs), runs_axis)
     padded = runs + [runs[-1]] * (wide - len(runs))
     status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * (wide - len(runs)))
     began = time.perf_counter()
     if not program.spec.data.host_data:  # a streamed chunk's shapes come with its first batches
         program.compile_in_background(wide, data, eval_data)
-    rs, row0 = program.init(padded, status, data, eval_data)
+    rs = program.init(padded, status)
     packing = Packing(len(runs), wide, program.spec.repack, runs_axis)
-    return Start(runs, rs, packing, first_rows=jax.device_get(row0),
-                 wall_s=time.perf_counter() - began)
+    return Start(runs, rs, packing, first_eval=True, wall_s=time.perf_counter() - began)
 
 
 def from_slots(program: GroupProgram, state: RunState, slots: list[int], runs: list[RunSpec],
