@@ -48,7 +48,8 @@ class GroupProgram(CompiledChunks, RunStep):
     def _vmap(self, fn: Callable, in_axes: Any) -> Callable:
         return jax.vmap(fn, in_axes=in_axes, spmd_axis_name="runs")
 
-    def _init_fn(self, firsts: tuple, which: jax.Array, hparams: dict, status: jax.Array) -> RunState:
+    def _init_fn(self, firsts: tuple, which: jax.Array, hparams: dict, status: jax.Array
+                 ) -> RunState:
         """Every run's first state; run i starts from firsts[which[i]] (first_params of each
         seed in the group). Its step-0 evaluation is the first chunk's (`first_eval`), so the
         model's evaluation is compiled once, in the chunk, and this program is the same small
@@ -82,7 +83,8 @@ class GroupProgram(CompiledChunks, RunStep):
                 step_data = jax.tree.map(lambda a: a[:, jnp.maximum(step - first_step, 0)], data)
             elif spec.data.num_train is not None:
                 epoch = step // spec.data.steps_per_epoch
-                perm = jax.lax.cond(trains & (step % spec.data.steps_per_epoch == 0),
+                new_epoch = trains & (step % spec.data.steps_per_epoch == 0)
+                perm = jax.lax.cond(new_epoch,
                                     lambda: self._vmap(self.new_perm, (0, None))(rs.data_key, epoch),
                                     lambda: rs.perm)
                 rs = rs._replace(perm=perm)
