@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -86,9 +87,11 @@ class Collect(Sink):
             mine.extend(rows)
 
 
-def train_program(cfg: Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1):
+def train_program(cfg: Config, runs: list[RunSpec], mesh=None, runs_axis: int = 1, *,
+                  before: Callable[[GroupProgram, Any, Any], None] | None = None):
     """Train one group of `runs` at the config's first batch size; (results, per-run metric
-    rows, the GroupProgram with its per-width compile records)."""
+    rows, the GroupProgram with its per-width compile records). `before(program, data,
+    eval_data)` is called before the group starts (to compile a width ahead, say)."""
     mesh = mesh or make_mesh(1, 1, jax.devices())
     spec, _ = group_spec(cfg, cfg.batch.sizes[0], mesh.shape["data"] * mesh.shape["fsdp"])
     task = build_task(cfg)
@@ -96,6 +99,8 @@ def train_program(cfg: Config, runs: list[RunSpec], mesh=None, runs_axis: int = 
     collect = Collect(len(runs))
     data = put_replicated(mesh, task.train_arrays() or {})
     eval_data = put_replicated(mesh, task.eval_arrays())
+    if before is not None:
+        before(program, data, eval_data)
     end = run_group(program, fresh(program, runs, data, eval_data, runs_axis), data, eval_data,
                     [collect])
     return end.results, collect.records, program

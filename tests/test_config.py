@@ -609,6 +609,7 @@ def test_optimizer_axes_are_refused_with_a_centred_grid():
     ("learning_rate__floor", 0.0, "learning_rate.floor: got 0.0, expected a positive"),
     ("train__dominated_margin", -0.1, "train.dominated_margin: got -0.1, expected a number >= 0"),
     ("train__min_chunks", 0, "train.min_chunks: got 0, expected a positive integer"),
+    ("train__repack", "sometimes", "train.repack: got 'sometimes', expected auto, true or false"),
     ("budget__reading_extension", 0.5, "budget.reading_extension: got 0.5, expected a factor >= 1"),
     ("budget__reading_extension", True, "budget.reading_extension: got True"),
     ("learning_rate__search", "maybe", "learning_rate.search: got 'maybe', expected true/false"),

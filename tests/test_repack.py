@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from scaling.train.mesh import make_mesh
+from scaling.train import repack
 from scaling.train.repack import PAD, Packing, width_for
 from scaling.train.spec import RunSpec
 from tests.helpers import config, train_program
@@ -25,10 +26,11 @@ REPACK = {
     "train": {"chunk_steps": 10}}
 
 
-def train_packed(repack: bool, runs: list[RunSpec], runs_axis: int = 1):
+def train_packed(repack: bool | str, runs: list[RunSpec], runs_axis: int = 1, **kwargs):
     """One group on a (runs_axis, 8 / runs_axis) mesh; (results, per-run rows, program)."""
     cfg = config(REPACK, f"train.repack={str(repack).lower()}")
-    return train_program(cfg, runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()), runs_axis)
+    return train_program(cfg, runs, make_mesh(runs_axis, 8 // runs_axis, jax.devices()), runs_axis,
+                         **kwargs)
 
 
 def assert_same_runs(a, b) -> None:
@@ -55,6 +57,61 @@ def test_repacking_changes_no_run_and_shrinks_the_group():
     widths = on[2].chunks_at
     assert set(widths) == {8, 4, 2, 1} and sum(widths.values()) == 20
     assert sum(w * n for w, n in widths.items()) < 8 * 20 / 2
+
+
+def _compiled_at(widths: list[int], compile_s: float):
+    """A `before` hook: the chunk compiled ahead at each width, each compile on record as
+    taking `compile_s` seconds."""
+    def before(program, data, eval_data) -> None:
+        for width in widths:
+            program.compile_ahead(width, data, eval_data)
+            program.compile_s[program.compile_key(width, data)] = compile_s
+    return before
+
+
+@pytest.mark.devices(8)
+def test_auto_cuts_where_the_compile_pays_and_where_the_width_is_compiled():
+    runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES)]
+    off = train_packed(False, runs)
+    # A compile on record as taking longer than the whole group: no cut pays for it.
+    dear = train_packed("auto", runs, before=_compiled_at([8], 1e9))
+    assert dear[2].chunks_at == {8: 20}
+    # The narrower widths compiled already: each cut is free, so auto cuts as true does.
+    free = train_packed("auto", runs, before=_compiled_at([8, 4, 2, 1], 1e9))
+    assert set(free[2].chunks_at) == {8, 4, 2, 1} and sum(free[2].chunks_at.values()) == 20
+    assert_same_runs(dear, off)
+    assert_same_runs(free, off)
+
+
+@pytest.mark.devices(8)
+def test_auto_starts_a_group_at_a_wider_width_compiled_already():
+    runs = [RunSpec(lr, seed, momentum=0.5) for seed, lr in enumerate(RATES[:5])]
+    compiled = _compiled_at([8], 1e9)
+
+    def before(program, data, eval_data) -> None:
+        compiled(program, data, eval_data)
+        program.chunks_at[8] = 1  # as if an earlier group trained there
+        program.slot_s = 1e-9  # and took no time: padding costs nothing
+
+    padded = train_packed("auto", runs, before=before)
+    assert padded[2].chunks_at == {8: 21}  # 5 runs and 3 padding copies, never cut
+    assert_same_runs(padded, train_packed(False, runs))
+
+
+def test_a_new_group_pads_to_a_compiled_width_where_that_costs_less_than_a_compile():
+    # 3 slots, widths 8 and 4 trained at: 1 slot added x 0.01 s x 10 chunks = 0.1 s of padding
+    assert repack.start_width(3, [8, 4], 0.01, 10, compile_s=0.2) == 4
+    assert repack.start_width(3, [8, 4], 0.01, 10, compile_s=0.05) == 3
+    assert repack.start_width(4, [8, 4], 0.01, 10, compile_s=1.0) == 4  # its own, trained at
+    assert repack.start_width(3, [2], 0.01, 10, compile_s=1.0) == 3  # none wider
+    assert repack.start_width(3, [8], None, 10, compile_s=1.0) == 3  # no chunk timed yet
+
+
+def test_a_cut_pays_where_the_seconds_saved_exceed_the_compile():
+    # 10 chunks left, 0.01 s a slot a chunk, 8 -> 2 slots: 10 x 0.01 x 6 = 0.6 s saved
+    assert repack.cut_pays(8, 2, 0.01, 10, compile_s=0.5)
+    assert not repack.cut_pays(8, 2, 0.01, 10, compile_s=0.7)
+    assert not repack.cut_pays(8, 4, 0.01, 10, compile_s=0.5)  # 0.4 s saved
 
 
 @pytest.mark.devices(8)

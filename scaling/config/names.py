@@ -95,6 +95,7 @@ INTERVAL_METHODS = ("jackknife", "pooled", "percentile")  # analysis.interval: h
 REACH_RULES = ("first", "sustained", "smoothed", "ema")  # when a run has reached a target
 PLACEMENTS = ("auto", "device", "host")
 PRECISIONS = ("auto", "float32", "bfloat16")
+REPACKS = ("auto", True, False)  # train.repack: when a group is cut down (scaling.train.repack)
 WANDB_MODES = ("online", "offline")
 BATCH_LR_RULES = ("linear", "sqrt", "constant")  # the learning rate when the batch grows
 BRANCH_METRICS = ("eval_loss", "train_loss")

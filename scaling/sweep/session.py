@@ -152,8 +152,8 @@ class Session:
         program = self.program(runs[0].batch_size)
         size = min(self.p.cfg.train.max_group_size or len(runs), len(runs))
         data = self.data_shapes(program, {r.spec.seed for r in runs[:size]})
-        program.compile_in_background(start_mod.width(size, self.p.runs_axis), data,
-                                      self.context.eval_data)
+        program.compile_in_background(start_mod.fresh_width(program, size, self.p.runs_axis),
+                                      data, self.context.eval_data)
 
     def data_shapes(self, program: GroupProgram, seeds: set[int]) -> Any:
         """The training data as a chunk of `program` sees it: on the devices, or the shapes of

@@ -29,10 +29,17 @@ class CompiledChunks:
         self.compile_s: dict[Any, float] = {}
         self.chunks_at: dict[Any, int] = {}
         self.ahead: set[Any] = set()  # keys compiled ahead (compile_ahead), before a group ran them
+        self.slot_s: float | None = None  # the latest chunk's training seconds per slot (loop)
         self.compile_wait_s = 0.0  # seconds chunk() spent compiling, or waiting for a compile
 
     def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         raise NotImplementedError
+
+    def compile_cost(self) -> float:
+        """What compiling the chunk at a new width is taken to cost: the longest compile of
+        this program's chunks so far (0 before any; a compile read from the persistent cache
+        counts as the seconds it took)."""
+        return max(self.compile_s.values(), default=0.0)
 
     def compile_key(self, width: int, data: Any) -> Any:
         """What a compiled chunk is specific to: its width, and host-streamed the number of

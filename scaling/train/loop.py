@@ -15,7 +15,7 @@ import numpy as np
 
 from scaling.train.checkpoint import GroupCheckpoints
 from scaling.train.program import GroupProgram
-from scaling.train.repack import PAD, Packing
+from scaling.train.repack import PAD, Packing, cut_pays
 from scaling.train.sinks import Sink, rows_all, start_all
 from scaling.train.spec import Status
 from scaling.train.start import Start
@@ -70,7 +70,8 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
     training then end with status "running").
 
     With spec.repack, the state shrinks to the runs still running when they fit a smaller
-    width (scaling.train.repack). With a `stream` (data.placement: host) each chunk's batches
+    width (scaling.train.repack; with auto, where the cut pays for the new width's compile,
+    judged from the chunk seconds each read of rows measures). With a `stream` (data.placement: host) each chunk's batches
     come from it. With `checkpoints`, the state is saved at the chunk boundaries where one is
     due, its rows written first so the files and the state agree. A `stopper` is asked after
     each chunk is folded in (one chunk behind the device, as the packing is, so a group resumed
@@ -82,10 +83,10 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
     pending = _begin(start, sinks)
     end = spec.last_step if until is None else min(until, spec.last_step)
     for first in range(start.first_step, end, spec.chunk_steps):
-        rs = _repack(program, rs, packing)
-        chunk_data, slots = data, None
+        chunk_data = data if stream is None else stream.get(first)
+        rs = _repack(program, rs, packing, chunk_data, len(range(first, end, spec.chunk_steps)))
+        slots = None
         if stream is not None:
-            chunk_data = stream.get(first)
             slots = stream.slots([start.runs[max(s, 0)].seed for s in packing.slots])
         rs, rows = clock.chunk(rs, chunk_data, eval_data, first, slots, end,
                                start.first_eval and first == start.first_step)
@@ -130,10 +131,18 @@ def _stop(program: GroupProgram, rs: RunState, packing: Packing,
     return program.stop(rs, slots) if slots.any() else rs
 
 
-def _repack(program: GroupProgram, rs: RunState, packing: Packing) -> RunState:
-    """The state cut to the runs still running, when the packing says so."""
+def _repack(program: GroupProgram, rs: RunState, packing: Packing, data: Any,
+            chunks_left: int) -> RunState:
+    """The state cut to the runs still running, when the packing says so and, with
+    train.repack: auto, when the cut pays for its compile (repack.cut_pays)."""
     cut = packing.plan()
     if cut is None:
+        return rs
+    width, new_width = len(packing.slots), len(cut[0])
+    if (program.spec.repack == "auto" and program.slot_s is not None
+            and program.compile_key(new_width, data) not in program.compiled
+            and not cut_pays(width, new_width, program.slot_s, chunks_left,
+                             program.compile_cost())):
         return rs
     final_view = program.final_view(rs)
     packing.repacked(*cut, final_view)
@@ -151,6 +160,7 @@ class _Clock:
         self.offset = wall_s
         self.compiling = 0.0
         self.ahead_s = 0.0
+        self._read_at = 0.0  # train_s() when the latest chunk's rows were read
 
     def chunk(self, rs: RunState, data: Any, *args: Any) -> tuple[RunState, dict]:
         program = self.program
@@ -162,6 +172,14 @@ class _Clock:
         if first_run and key in program.ahead:
             self.ahead_s += program.compile_s[key]
         return out
+
+    def read(self, width: int) -> None:
+        """A chunk of `width` slots has its rows read: the host waited for it, so the training
+        seconds since the chunk before's were read are about what it took (one chunk in
+        flight); the program keeps them a slot, for where to cut or start its groups."""
+        now = self.train_s()
+        self.program.slot_s = (now - self._read_at) / width
+        self._read_at = now
 
     def wall(self) -> float:
         return self.offset + time.perf_counter() - self.began
@@ -182,6 +200,7 @@ class _Chunk:
         if self.running is not None:
             return
         rows = jax.device_get(self.rows)
+        clock.read(len(self.slots))
         status = np.asarray(rows["status"])
         self.running = (status[-1] if status.ndim > 1 else status) == Status.RUNNING
         records = packing.records(rows, self.slots)

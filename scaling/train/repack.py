@@ -25,6 +25,31 @@ def width_for(active: int, runs_axis: int) -> int:
     return width
 
 
+def cut_pays(width: int, new_width: int, slot_s: float, chunks_left: int,
+             compile_s: float) -> bool:
+    """Whether cutting a group from `width` to `new_width` slots saves more training seconds
+    than compiling the new width's chunk costs (train.repack: auto). A chunk's seconds are
+    taken as proportional to the width (`slot_s` a slot, the latest chunk's), which
+    overstates what a narrower chunk saves on a device that a wide group does not fill, and
+    `chunks_left` counts to the end of the budget, though runs may stop sooner: both err
+    towards cutting, as train.repack: true always does."""
+    return chunks_left * slot_s * (width - new_width) > compile_s
+
+
+def start_width(width: int, trained: list[int], slot_s: float | None, chunks: int,
+                compile_s: float) -> int:
+    """A new group's width (train.repack: auto): the narrowest width above `width` that groups
+    have trained at (so it is compiled and fits), padded, where the padding's training seconds
+    (the slots added x `slot_s` x the group's `chunks`, an upper bound: runs may stop sooner)
+    cost less than compiling `width` would; else `width`. A search round then trains at its
+    first grid's width."""
+    wider = [w for w in trained if w > width]
+    if width in trained or slot_s is None or not wider:
+        return width
+    padded = min(wider)
+    return padded if (padded - width) * slot_s * chunks < compile_s else width
+
+
 class Packing:
     """Which run sits in which slot of the group's state, and what the host knows of each run.
 

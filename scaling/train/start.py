@@ -3,8 +3,9 @@ state (a branch off a saved base, a batch-size schedule's next phase, a cohort g
 
 Whatever the source, a group starts as a `Start`: its runs (each learning rate given once, in
 its RunSpec), the state, the packing (which run sits in which slot) and the step it continues
-from. One width rule: the runs, padded to a multiple of the mesh's runs axis; repacking later
-cuts to runs axis x a power of two (scaling.train.repack).
+from. One width rule: the runs, padded to a multiple of the mesh's runs axis (a fresh group
+further, to a wider width already trained at, where that costs less than a compile);
+repacking later cuts to runs axis x a power of two (scaling.train.repack).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from scaling.config.names import HYPERPARAMS
+from scaling.train import repack
 from scaling.train.program import GroupProgram
 from scaling.train.repack import Packing
 from scaling.train.spec import RunSpec, Status
@@ -48,17 +50,31 @@ def width(num_runs: int, runs_axis: int) -> int:
     return -(-num_runs // runs_axis) * runs_axis
 
 
+def fresh_width(program: GroupProgram, num_runs: int, runs_axis: int) -> int:
+    """A fresh group's width: `width`, and with train.repack: auto further to a wider width
+    already trained at where padding to it costs less than a compile (repack.start_width).
+    Host-streamed chunks are compiled per number of seeds too, so they keep `width`."""
+    wide, spec = width(num_runs, runs_axis), program.spec
+    if spec.repack != "auto" or spec.data.host_data:
+        return wide
+    # Widths a group has trained at: the memory plan's probes compile wider ones that may not fit.
+    return repack.start_width(wide, [k for k, n in program.chunks_at.items() if n],
+                              program.slot_s, len(range(0, spec.last_step, spec.chunk_steps)),
+                              program.compile_cost())
+
+
 def fresh(program: GroupProgram, runs: list[RunSpec], data: Any, eval_data: Any,
           runs_axis: int) -> Start:
-    """Every run's first state (its step-0 row comes with the first chunk's)."""
-    wide = width(len(runs), runs_axis)
+    """Every run's first state (its step-0 row comes with the first chunk's), at its
+    `fresh_width`."""
+    wide = fresh_width(program, len(runs), runs_axis)
     padded = runs + [runs[-1]] * (wide - len(runs))
     status = np.array([Status.RUNNING] * len(runs) + [Status.PADDING] * (wide - len(runs)))
     began = time.perf_counter()
     if not program.spec.data.host_data:  # a streamed chunk's shapes come with its first batches
         program.compile_in_background(wide, data, eval_data)
     rs = program.init(padded, status)
-    packing = Packing(len(runs), wide, program.spec.repack, runs_axis)
+    packing = Packing(len(runs), wide, program.spec.repack is not False, runs_axis)
     return Start(runs, rs, packing, first_eval=True, wall_s=time.perf_counter() - began)
 
 
@@ -86,7 +102,8 @@ def from_slots(program: GroupProgram, state: RunState, slots: list[int], runs: l
                    for k in HYPERPARAMS[program.spec.optimizer] if k != "learning_rate"}
         lrs = np.asarray([r.learning_rate for r in padded])
         rs = program.start_from(state, take, pad, lrs, step, stream, carry_noise, scalars)
-    return Start(runs, rs, Packing(len(slots), wide, program.spec.repack, runs_axis), step)
+    return Start(runs, rs, Packing(len(slots), wide, program.spec.repack is not False, runs_axis),
+                 step)
 
 
 def side_by_side(program: GroupProgram, restored: list[tuple[list[str], Start]]
