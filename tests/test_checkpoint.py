@@ -28,8 +28,7 @@ CKPT = {
     "optimizer": {"name": "momentum"}, "batch": {"sizes": [64]},
     "learning_rate": {"values": [0.05, 0.2, 3.0], "search": False}, "budget": {"max_steps": 300},
     "targets": ["eval_loss<=0.3"], "eval": {"every": 10, "points_per_decade": 0},
-    "train": {"chunk_steps": 10, "checkpoint_minutes": 1e-9, "keep_checkpoints": True,
-              "repack": True},
+    "train": {"chunk_steps": 10, "checkpoint_minutes": 1e-9, "keep_checkpoints": True},
 }
 
 

@@ -40,13 +40,16 @@ SPECTRA = {
 
 def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int,
                   lrs: list[float] = LRS) -> config_mod.Config:
+    """The sweep of one spectrum. train.repack: auto, since its chunks compile for far longer
+    than they train, so its search rounds train at the first grid's width instead of compiling
+    their own (SGD on a quadratic is linear: the rounding a width changes does not grow)."""
     return config_mod.from_dict({
         "name": "nqm-bcrit", "task": {"name": "nqm", "draw": "means", **task},
         "optimizer": {"name": "sgd"},
         "schedule": {"name": "constant"}, "batch": {"sizes": SIZES},
         "learning_rate": {"values": lrs}, "seeds": list(range(seeds)),
         "budget": {"max_steps": max_steps, "max_examples": 200 * SIZES[-1]}, "targets": targets,
-        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 200},
+        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 200, "repack": "auto"},
         "parallel": {"data": 1, "runs": math.gcd(8, jax.device_count())}, "gns": {"enabled": False}})
 
 

@@ -41,8 +41,8 @@ def test_host_streaming_trains_exactly_as_the_data_on_the_device(tmp_path):
     """Two batch sizes (one leaving a partial last batch: 1,438 = 7 x 200 + 38), several epochs,
     chunks that straddle epochs, two seeds x two learning rates, runs stopping at the target
     (so groups repack) and the noise-scale groups."""
-    on_device = runner.run(cfg("device", "train.repack=true"), tmp_path / "device", quiet=True)
-    streamed = runner.run(cfg("host", "train.repack=true"), tmp_path / "host", quiet=True)
+    on_device = runner.run(cfg("device"), tmp_path / "device", quiet=True)
+    streamed = runner.run(cfg("host"), tmp_path / "host", quiet=True)
     assert len(on_device) == len(streamed) == 8
     assert {s["status"] for s in streamed} >= {"completed"}
     assert_same(on_disk(tmp_path / "device"), on_disk(tmp_path / "host"))

@@ -135,7 +135,7 @@ def test_trackers_add_no_chunk_call_and_no_device_read(tmp_path, monkeypatch):
     seen = []
     for log in ((), ("log.tensorboard=true", "log.wandb.project=p", "log.wandb.mode=offline")):
         counts.update(chunk=0, device_get=0)
-        runner.run(config(SWEEP, *ONE_GROUP, *log, "train.chunk_steps=20", "train.repack=true"),
+        runner.run(config(SWEEP, *ONE_GROUP, *log, "train.chunk_steps=20"),
                    tmp_path / str(len(seen)), quiet=True)
         seen.append(dict(counts))
     assert seen[0] == seen[1] and seen[0]["chunk"] > 1

@@ -209,12 +209,13 @@ class TrainConfig:
     """Engine knobs: chunking, stopping rules, memory, precision.
 
     repack: at chunk boundaries, cut a group down to its still-running runs once they fit half
-    its width (fewer FLOPs, but a new width's chunk to compile): auto cuts where that pays, the
-    training seconds the narrower chunks save over the chunks left (an upper bound: runs may
-    stop sooner) against the compile seconds the batch size's chunks took, a width already
-    compiled being free, and starts a group padded to a wider width already trained at where
-    the padding costs less than a compile; true cuts whenever the runs fit, false never, and
-    neither pads. Rows do not depend on it beyond float rounding.
+    its width (fewer FLOPs, but a new width's chunk to compile): true cuts whenever they fit,
+    false never; auto cuts only where the training seconds the narrower chunks save over the
+    chunks left (an upper bound: runs may stop sooner) exceed the compile seconds the batch
+    size's chunks took, a width already compiled being free, and starts a group padded to a
+    wider width already trained at where the padding costs less than a compile. A run's
+    numbers depend on its width at float rounding, so auto, deciding from measured times,
+    does not repeat them exactly; true and false do.
     memory_limit_gb: device memory to plan groups for (default: what the device reports;
     CPU reports none); groups are cut so a compiled chunk fits (scaling.train.memory).
     precision: float32, bfloat16 (matmuls and activations; parameters, optimizer state,
@@ -242,7 +243,7 @@ class TrainConfig:
     divergence_factor: float = 10.0
     stop_at_targets: bool = True
     max_group_size: int | None = None
-    repack: bool | str = "auto"
+    repack: bool | str = True
     memory_limit_gb: float | None = None
     precision: str = "auto"
     checkpoint_minutes: float = 5.0

@@ -169,7 +169,7 @@ class GroupSpec:
     stopping: Stopping = Stopping()
     noise: NoiseSpec = NoiseSpec()
     evaluation: EvalSpec = EvalSpec()
-    repack: bool | str = "auto"  # train.repack: auto, true or false
+    repack: bool | str = True  # train.repack: true, auto or false
     precision: str = "auto"  # train.precision: the loss and evaluation's compute dtype
 
     @property
