@@ -30,17 +30,24 @@ CLOSE = {"eval_loss<=1.0": 600.0, "eval_loss<=1.5": 205.0, "eval_loss<=1.2": 394
 
 @pytest.fixture
 def checked(monkeypatch) -> dict[str, list[str]]:
-    """Every figure saved while the test runs, by file name: text_check's problems with it."""
+    """Every figure saved while the test runs, by file name: text_check's problems with it,
+    taken as style.save renders it and filed under the name it then writes."""
     from matplotlib.figure import Figure
 
     found: dict[str, list[str]] = {}
-    savefig = Figure.savefig
+    rendered: list[list[str]] = []
+    savefig, write = Figure.savefig, style.atomic_write
 
-    def check_then_save(fig, path, *args, **kwargs):
-        found[Path(path).name] = text_check.problems(fig)
-        return savefig(fig, path, *args, **kwargs)
+    def check_then_render(fig, *args, **kwargs):
+        rendered.append(text_check.problems(fig))
+        return savefig(fig, *args, **kwargs)
 
-    monkeypatch.setattr(Figure, "savefig", check_then_save)
+    def write_checked(path, data) -> None:
+        found[Path(path).name] = rendered.pop()
+        write(path, data)
+
+    monkeypatch.setattr(Figure, "savefig", check_then_render)
+    monkeypatch.setattr(style, "atomic_write", write_checked)
     return found
 
 
@@ -106,6 +113,20 @@ def test_labels_that_find_no_free_place_are_left_out():
     placed = text_check.place_labels(ax, [(0.5, 0.5, "4,096", "black")] * 10, fontsize=7)
     assert 1 <= placed < 10 and text_check.problems(fig) == []
     style.pyplot().close(fig)
+
+
+def test_a_figure_is_swapped_in_whole_not_rewritten_in_place(tmp_path):
+    """Sweeps that finish together on one folder each draw its figures while another reads
+    them (figures.pdf): a figure rewritten in place was read half written. Swapped in, the
+    file is a new one (another inode) and the old one stays whole until then."""
+    path = tmp_path / "figures" / "f.png"
+    for value in (1, 2):
+        fig, ax = style.figure(3, 2)
+        ax.plot([0, 1], [0, value])
+        old = path.stat().st_ino if path.exists() else None
+        style.save(fig, path)
+        assert path.stat().st_ino != old and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in path.parent.iterdir()] == ["f.png"]  # no temporary file left
 
 
 # ---------------------------------------------------------------- whole sweeps

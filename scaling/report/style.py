@@ -11,11 +11,13 @@ functions so the rest of the package never pays for it.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
 
 from scaling.formatting import number
+from scaling.store import atomic_write
 
 DPI = 200
 # Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies.
@@ -58,11 +60,16 @@ def figure(width: float = 6.4, height: float = 4.6, **kw: Any) -> tuple[Any, Any
 
 
 def save(fig: Any, path: Path) -> Path:
+    """The figure written to `path` as a whole (rendered first, then swapped in), so a process
+    reading it meanwhile (another sweep's analysis on the same folder, drawing figures.pdf)
+    or a kill never finds it half written."""
     tidy_log_axes(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=DPI, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
     pyplot().close(fig)
+    atomic_write(path, buffer.getvalue())
     return path
 
 
