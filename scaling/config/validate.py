@@ -220,8 +220,7 @@ def _validate_train(cfg: Config) -> None:
     need(t.divergence_factor > 1, "train.divergence_factor", t.divergence_factor, "a number > 1")
     need(t.max_group_size is None or t.max_group_size > 0, "train.max_group_size",
          t.max_group_size, "a positive integer or null")
-    need(t.repack in names.REPACKS, "train.repack", t.repack,
-         "auto, true or false")
+    need(t.repack in names.REPACKS, "train.repack", t.repack, "auto, true or false")
     need(t.precision in names.PRECISIONS, "train.precision", t.precision,
          f"one of {', '.join(names.PRECISIONS)}")
     need(t.memory_limit_gb is None or t.memory_limit_gb > 0, "train.memory_limit_gb",
