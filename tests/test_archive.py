@@ -70,6 +70,7 @@ def test_sealing_leaves_the_archive_alone_and_refuses_an_unfinished_run(tmp_path
     before = store.load(out)
     (out / "checkpoints" / "g").mkdir(parents=True)
     (out / "claims").mkdir()
+    store.add_round(out, {"batch_size": 16, "round": 1})  # as a search does: rounds.json's lock
     assert archive.seal(out) == archive.archive_path(out)
     assert sorted(p.name for p in out.iterdir()) == ["runs.tar.xz"]
     assert store.load(out) == before

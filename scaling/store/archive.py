@@ -22,7 +22,7 @@ from typing import Any
 from scaling.errors import ConfigError
 from scaling.store.files import atomic_write
 from scaling.store.layout import (ARCHIVE, CHECKPOINTS, CLAIMS, METRICS, ROUNDS, RUN_CONFIG,
-                                  RUN_FILES, RUNS, SUMMARY, runs_dir)
+                                  RUN_FILES, RUNS, SUMMARY, record_lock, runs_dir)
 
 EXTRA = (ROUNDS,)  # read by reports of the search (experiments/search_cost.py)
 
@@ -59,7 +59,7 @@ def pack(out: str | Path) -> Path:
 
 def seal(out: str | Path) -> Path:
     """Pack `out`'s finished runs (`pack`), then remove what a sweep would resume from (runs/,
-    rounds.json, checkpoints/, claims/), so the folder is committed for reading only. Refused
+    rounds.json and its lock, checkpoints/, claims/), so the folder is committed for reading only. Refused
     while a run there has no summary: it would be lost."""
     out = Path(out)
     unfinished = [f.name for f in runs_dir(out).glob("*") if not (f / SUMMARY).is_file()]
@@ -70,6 +70,7 @@ def seal(out: str | Path) -> Path:
     for name in (RUNS, CHECKPOINTS, CLAIMS):
         shutil.rmtree(out / name, ignore_errors=True)
     (out / ROUNDS).unlink(missing_ok=True)
+    record_lock(out, ROUNDS).unlink(missing_ok=True)
     return path
 
 

@@ -56,6 +56,11 @@ def runs_dir(out: str | Path) -> Path:
     return Path(out) / RUNS
 
 
+def record_lock(out: str | Path, name: str) -> Path:
+    """The lock beside the record file `name` (rounds.json) that its writers take in turn."""
+    return Path(out) / f".{name}.lock"
+
+
 def run_dir(out: str | Path, run_id: str) -> Path:
     return runs_dir(out) / run_id
 

@@ -14,8 +14,8 @@ from typing import Any, Callable
 from scaling.errors import ConfigError
 from scaling.store import archive
 from scaling.store.files import atomic_write, dumps, write_json
-from scaling.store.layout import (ARITHMETIC, METRICS, ROUNDS, RUN_CONFIG, RUNS, SUMMARY, run_dir,
-                                  runs_dir)
+from scaling.store.layout import (ARITHMETIC, METRICS, ROUNDS, RUN_CONFIG, RUNS, SUMMARY,
+                                  record_lock, run_dir, runs_dir)
 
 TAIL_BYTES = 1 << 16  # read from a metrics file's end to find its last step
 
@@ -191,7 +191,7 @@ def _append(out: Path, name: str, record: dict[str, Any],
     import fcntl  # POSIX only, so imported where the lock is taken
 
     Path(out).mkdir(parents=True, exist_ok=True)
-    with open(Path(out) / f".{name}.lock", "w") as lock:
+    with open(record_lock(out, name), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         records = read_records(out, name)
         standing = next((r for r in records if same(r)), None)
