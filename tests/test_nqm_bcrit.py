@@ -49,7 +49,8 @@ def nqm_sweep_cfg(task: dict, targets: list[str], seeds: int, max_steps: int,
         "schedule": {"name": "constant"}, "batch": {"sizes": SIZES},
         "learning_rate": {"values": lrs}, "seeds": list(range(seeds)),
         "budget": {"max_steps": max_steps, "max_examples": 200 * SIZES[-1]}, "targets": targets,
-        "eval": {"every": 2, "points_per_decade": 20}, "train": {"chunk_steps": 200, "repack": "auto"},
+        "eval": {"every": 2, "points_per_decade": 20},
+        "train": {"chunk_steps": 200, "repack": "auto"},
         "parallel": {"data": 1, "runs": math.gcd(8, jax.device_count())}, "gns": {"enabled": False}})
 
 

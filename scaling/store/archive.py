@@ -59,8 +59,8 @@ def pack(out: str | Path) -> Path:
 
 def seal(out: str | Path) -> Path:
     """Pack `out`'s finished runs (`pack`), then remove what a sweep would resume from (runs/,
-    rounds.json and its lock, checkpoints/, claims/), so the folder is committed for reading only. Refused
-    while a run there has no summary: it would be lost."""
+    rounds.json and its lock, checkpoints/, claims/), so the folder is committed for reading
+    only. Refused while a run there has no summary: it would be lost."""
     out = Path(out)
     unfinished = [f.name for f in runs_dir(out).glob("*") if not (f / SUMMARY).is_file()]
     if unfinished:

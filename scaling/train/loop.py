@@ -71,12 +71,12 @@ def run_group(program: GroupProgram, start: Start, data: Any, eval_data: Any,
 
     With spec.repack, the state shrinks to the runs still running when they fit a smaller
     width (scaling.train.repack; with auto, where the cut pays for the new width's compile,
-    judged from the chunk seconds each read of rows measures). With a `stream` (data.placement: host) each chunk's batches
-    come from it. With `checkpoints`, the state is saved at the chunk boundaries where one is
-    due, its rows written first so the files and the state agree. A `stopper` is asked after
-    each chunk is folded in (one chunk behind the device, as the packing is, so a group resumed
-    from a checkpoint stops the same runs at the same steps); the runs it names stop with
-    status "dominated" from the chunk after the next.
+    judged from the chunk seconds each read of rows measures). With a `stream`
+    (data.placement: host) each chunk's batches come from it. With `checkpoints`, the state is
+    saved at the chunk boundaries where one is due, its rows written first so the files and the
+    state agree. A `stopper` is asked after each chunk is folded in (one chunk behind the
+    device, as the packing is, so a group resumed from a checkpoint stops the same runs at the
+    same steps); the runs it names stop with status "dominated" from the chunk after the next.
     """
     spec, packing, rs = program.spec, start.packing, start.state
     clock = _Clock(program, start.wall_s)
