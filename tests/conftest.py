@@ -20,6 +20,9 @@ import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# On an accelerator (JAX_PLATFORMS=cuda) the tests' subprocesses share the device with pytest's
+# own process: each taking 75% of its memory up front, as JAX does by default, starves them.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 RUN_CACHE = "SCALING_TEST_RUN_CACHE"  # a folder to keep between runs; the test workers inherit it
 _MADE_HERE = not os.environ.get(RUN_CACHE)
 if _MADE_HERE:

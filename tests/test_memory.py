@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import jax
 import pytest
 
 from scaling.config import ConfigError
@@ -64,7 +65,8 @@ def test_group_width_cuts_on_the_line_through_two_widths():
 
 def test_device_limit(monkeypatch):
     assert memory.device_limit(2.5) == 2_500_000_000
-    assert memory.device_limit(None) is None  # CPU reports no memory stats
+    reported = (jax.local_devices()[0].memory_stats() or {}).get("bytes_limit")
+    assert memory.device_limit(None) == reported  # None on CPU, which reports no memory stats
     device = SimpleNamespace(memory_stats=lambda: {"bytes_limit": 16_000_000_000})
     monkeypatch.setattr(memory.jax, "local_devices", lambda: [device])
     assert memory.device_limit(None) == 16_000_000_000
@@ -142,7 +144,8 @@ def test_dry_run_says_groups_may_be_cut_to_fit_memory(tmp_path, capsys):
 
     args = ["sweep", write_config(tmp_path, *ONE_BATCH), "--out", str(tmp_path / "o"), "--dry-run"]
     assert main(args) == 0
-    assert "memory:" not in capsys.readouterr().out  # CPU reports no limit
+    # CPU reports no limit, so the dry run says nothing of memory; a GPU reports its own
+    assert ("memory:" in capsys.readouterr().out) == (memory.device_limit(None) is not None)
     path = write_config(tmp_path, *ONE_BATCH, "train.memory_limit_gb=2.0")
     assert main(["sweep", path, "--out", str(tmp_path / "o"), "--dry-run"]) == 0
     assert "memory: 2 GB per device; the sweep compiles" in capsys.readouterr().out

@@ -21,21 +21,27 @@ SHAPES = ({"w": jax.ShapeDtypeStruct((D,), jnp.float32)},
           {"x": jax.ShapeDtypeStruct((B, D), jnp.float32)})
 
 
+# x^T 1 / B costs B x D multiply-adds: XLA's CPU backend counts 2 B D FLOPs; its CUDA backend
+# (jax 0.11.2, an H100) rewrites the product as a sum over the batch, B D multiplies and
+# (B - 1) D adds, and counts 2 B D - D.
+MATVEC = (2 * B * D, 2 * B * D - D)
+
+
 def test_the_gradient_of_a_linear_model_costs_one_matrix_vector_product():
-    """d/dw mean(x @ w) = x^T 1 / B: B x D multiply-adds, 2 B D FLOPs, the forward pass unused."""
-    assert throughput.step_flops(lambda p, b: b["x"] @ p["w"], *SHAPES) == 2 * B * D
+    """d/dw mean(x @ w) = x^T 1 / B: one matrix-vector product, the forward pass unused."""
+    assert throughput.step_flops(lambda p, b: b["x"] @ p["w"], *SHAPES) in MATVEC
 
 
 def test_where_the_lowered_program_counts_nothing_the_compiled_one_counts(monkeypatch):
     """jax 0.11's CUDA backend gave a lowered program's cost analysis without FLOPs (MFU read
     '-' on an H200): the compiled program's count stands in, the same 2 B D here."""
     monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: [{"flops": 0.0}])
-    assert throughput.step_flops(lambda p, b: b["x"] @ p["w"], *SHAPES) == 2 * B * D
+    assert throughput.step_flops(lambda p, b: b["x"] @ p["w"], *SHAPES) in MATVEC
 
 
 def test_a_squared_linear_model_costs_forward_and_backward():
     flops = throughput.step_flops(lambda p, b: (b["x"] @ p["w"]) ** 2, *SHAPES)
-    assert 4 * B * D <= flops <= 4 * B * D + 4 * B
+    assert 4 * B * D - D <= flops <= 4 * B * D + 4 * B  # the product twice, as above
 
 
 @pytest.mark.parametrize("kind, precision, tflops", [
@@ -74,8 +80,12 @@ LM = {"task": {"name": "charlm", "corpus_chars": 20000, "seq_len": 64},
     {"name": "transformer", "d_model": 128, "num_layers": 2, "num_heads": 4}])
 @pytest.mark.parametrize("seq_len", [64, 256])
 def test_the_language_model_formula_is_within_3_percent_of_xlas_count(model, seq_len):
-    """6 N_matmul + 12 L T d per token against XLA's count of the compiled gradient (which also
-    counts the norms, the softmax and the loss): measured 0.7-1.4% above the formula."""
+    """6 N_matmul + 12 L T d per token against XLA's CPU count of the compiled gradient (which
+    also counts the norms, the softmax and the loss): measured 0.7-1.4% above the formula.
+    XLA's CUDA count is no reference: on an H100 (jax 0.11.2) it gave 0.16-0.92 of the formula,
+    so language models take their FLOPs from the formula on every device."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("XLA's CUDA cost analysis undercounts a transformer's gradient")
     cfg = config({**LM, "model": model}, f"task.seq_len={seq_len}")
     task = build_task(cfg)
     params = jax.eval_shape(task.init, jax.random.key(0))
@@ -114,7 +124,9 @@ def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path):
     # FLOPs and the forward pass as many; the input layer needs no gradient of its input.
     weights = 2 * 64 * (64 * 32 + 32 * 10)
     assert 2 * weights <= speeds[0]["model_flops_per_step"] <= 3.3 * weights
-    assert speeds[0]["mfu"] is None and speeds[0]["examples_per_s"] > 0  # no CPU peak
+    published, _ = throughput.peak(jax.devices()[0], "float32")
+    assert (speeds[0]["mfu"] is None) == (published is None)  # a CPU has no peak: no MFU
+    assert speeds[0]["examples_per_s"] > 0
     assert speeds[0]["model_flops_source"] == throughput.XLA
     assert assert_throughput(tmp_path) == 1
     analysis = analyze(tmp_path)
