@@ -131,6 +131,32 @@ def test_a_sweep_records_its_throughput_in_summaries_and_analysis(tmp_path):
     assert assert_throughput(tmp_path) == 1
     analysis = analyze(tmp_path)
     assert analysis["throughput"][0]["batch_size"] == 64
-    assert analysis["throughput"][0]["mfu"] is None
+    assert analysis["throughput"][0]["mfu"] == speeds[0]["mfu"]  # None on CPU
     configs = [json.loads(p.read_text()) for p in tmp_path.glob("runs/*/config.json")]
     assert configs[0]["params"] == configs[0]["params_non_embedding"] == 64 * 32 + 32 + 32 * 10 + 10
+
+
+def _speed(mfu: float | None, source: str) -> dict:
+    return {"summary": {"batch_size": 16, "throughput": {
+        "examples_per_s": 100.0, "run_steps_per_s": 6.25, "model_flops_per_step": 1e6,
+        "model_flops_per_s": 6.25e6, "mfu": mfu, "peak_source": source}}}
+
+
+def test_mfu_over_a_cpu_matmul_the_sweep_timed_is_left_out_of_the_analysis_and_report():
+    """Runs trained before 2026-12-04 on a CPU recorded MFU over a float32 matmul the sweep
+    timed: no peak, so the analysis leaves it out and the report says why; a published peak's
+    MFU stays."""
+    from scaling.analysis.analyze import _throughput
+    from scaling.report.markdown import _throughput as section
+
+    old = _throughput([_speed(0.058, "cpu (measured float32 matmul)")])
+    assert old[0]["mfu"] is None and old[0]["examples_per_s"] == 100.0
+    assert old[0]["peak_source"] == "cpu (no published peak; train.peak_tflops sets one)"
+    text = "\n".join(section({"throughput": old}))
+    assert "No MFU: cpu (no published peak; train.peak_tflops sets one)." in text
+    assert "| MFU |" not in text  # the column of '-' is left out
+    gpu = _throughput([_speed(0.31, "NVIDIA H100 80GB HBM3 (published)")])
+    assert gpu[0]["mfu"] == 0.31
+    text = "\n".join(section({"throughput": gpu}))
+    assert "MFU is their rate over the peak of NVIDIA H100 80GB HBM3 (published)." in text
+    assert "| 31% |" in text

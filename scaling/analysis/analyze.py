@@ -26,6 +26,7 @@ from scaling.config.targets import FIRST, Reach
 from scaling.errors import need
 from scaling.store import finite, layout
 from scaling.store.cost import cost
+from scaling.store.runs import MEASURED_PEAK, NO_PEAK
 
 
 # ---------------------------------------------------------------- whole sweep
@@ -62,17 +63,22 @@ def _sweep_section(out: Path, cfg: dict, records: list[dict], table: list[dict])
 
 def _throughput(records: list[dict]) -> list[dict]:
     """Per batch size, the training speed its groups recorded (mean over runs; runs from before
-    summaries recorded it are left out)."""
+    summaries recorded it are left out). MFU only over a published or configured peak: runs
+    trained before 2026-12-04 on a CPU recorded it over a float32 matmul the sweep timed."""
     out = []
     for size in sorted({r["summary"]["batch_size"] for r in records}):
         timed = [r["summary"] for r in records
                  if r["summary"]["batch_size"] == size and r["summary"].get("throughput")]
         if timed:
+            source = timed[0]["throughput"].get("peak_source")
+            measured = MEASURED_PEAK in (source or "")
             out.append({"batch_size": size, "runs": len(timed),
                         **{k: store.mean_throughput(timed, k)
                            for k in ("examples_per_s", "run_steps_per_s", "model_flops_per_step",
                                      "model_flops_per_s", "mfu")},
-                        "peak_source": timed[0]["throughput"].get("peak_source")})
+                        **({"mfu": None} if measured else {}),
+                        "peak_source": source.replace(MEASURED_PEAK, NO_PEAK) if measured
+                        else source})
     return out
 
 

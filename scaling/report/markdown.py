@@ -128,13 +128,14 @@ def _throughput(analysis: Analysis) -> list[str]:
     body = [[r["batch_size"], r["runs"], number(r["examples_per_s"]),
              number(r["run_steps_per_s"]), count(r["model_flops_per_s"]), percent(r["mfu"])]
             for r in rows]
+    source = rows[0]["peak_source"]
+    mfu = (f"MFU is their rate over the peak of {source}."
+           if any(r["mfu"] is not None for r in rows) else f"No MFU: {source}.")
     return ["## Throughput", "",
             "Per batch size, the mean over its runs of their group's training speed (compile "
             "time left out). Model FLOPs are one run's forward and backward pass: 6 N + 12 L T d "
-            "per token for the language models' own networks, XLA's count otherwise; MFU is "
-            f"their rate over the peak of {rows[0]['peak_source']} ('-' without a published "
-            "peak, as on CPU; train.peak_tflops gives one).", ""] \
-        + markdown_table(header, body) + [""]
+            f"per token for the language models' own networks, XLA's count otherwise. {mfu}",
+            ""] + markdown_table(header, body) + [""]
 
 
 def _figures(out: Path, figures: list[Path]) -> list[str]:

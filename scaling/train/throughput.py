@@ -23,6 +23,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from scaling.store.runs import MEASURED_PEAK, NO_PEAK
+
 # Dense tensor-core TFLOP/s per chip: (bfloat16, float32 as jax computes it by default).
 # Matched against jax's device_kind in this order (the first entry contained in it wins).
 PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
@@ -67,7 +69,7 @@ def peak(device: Any, precision: str, tflops: float | None = None) -> tuple[floa
     for name, bf16, f32 in PEAK_TFLOPS:
         if name.lower() in kind.lower():
             return 1e12 * (bf16 if precision == "bfloat16" else f32), f"{kind} (published)"
-    return None, f"{kind} (no published peak; train.peak_tflops sets one)"
+    return None, f"{kind} {NO_PEAK}"
 
 
 def peak_or_measured(device: Any, precision: str) -> tuple[float, str]:
@@ -75,7 +77,7 @@ def peak_or_measured(device: Any, precision: str) -> tuple[float, str]:
     against what it can run, for `scaling bench`."""
     value, source = peak(device, precision)
     if value is None:
-        return measured_peak(), f"{device.device_kind} (measured float32 matmul)"
+        return measured_peak(), f"{device.device_kind} {MEASURED_PEAK}"
     return value, source
 
 
