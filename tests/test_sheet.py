@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import struct
+import time
 import zlib
 
 import numpy as np
@@ -58,3 +59,13 @@ def test_the_pdf_holds_each_figure_s_own_pixels_on_a_page_of_its_size(tmp_path):
     assert boxes == pytest.approx([0, 0, 60 * 0.72, 40 * 0.72, 0, 0, 30 * 0.72, 75 * 0.72])  # 100 dpi
     for png, image in zip(pngs, _pdf_images(pdf)):
         assert np.array_equal(image, np.asarray(Image.open(png))[..., :3])  # rows top first
+
+
+def test_the_same_figures_give_the_same_pdf(tmp_path):
+    """No creation date in the file: a re-analysed folder under git changes only where its
+    figures did."""
+    Image.fromarray(np.full((20, 30, 4), 200, np.uint8)).save(tmp_path / "a.png")
+    first = write_pdf([tmp_path / "a.png"], tmp_path / "1.pdf").read_bytes()
+    time.sleep(1.1)  # the date has a resolution of one second
+    assert write_pdf([tmp_path / "a.png"], tmp_path / "2.pdf").read_bytes() == first
+    assert b"/CreationDate" not in first

@@ -21,7 +21,9 @@ STYLE = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1
 
 
 def write_pdf(figures: list[Path], path: Path) -> Path | None:
-    """The PNGs as one PDF, a page each at their own size; None when there are none."""
+    """The PNGs as one PDF, a page each at their own size; None when there are none. No
+    creation date: the same figures give the same bytes, so a re-analysed folder under git
+    changes only where its figures did."""
     if not figures:
         return None
     from matplotlib.backends.backend_pdf import PdfPages  # deferred, as style.pyplot is
@@ -29,7 +31,7 @@ def write_pdf(figures: list[Path], path: Path) -> Path | None:
 
     plt = pyplot()
     buffer = io.BytesIO()
-    with PdfPages(buffer) as pdf:
+    with PdfPages(buffer, metadata={"CreationDate": None}) as pdf:
         for png in figures:
             image = np.asarray(Image.open(png).convert("RGBA"))  # 8-bit, not floats to convert back
             dpi = 100
