@@ -131,7 +131,8 @@ def test_compiled_programs_are_kept_unless_told_not_to(tmp_path):
 
     def sweep(out: str, *flags: str) -> None:
         subprocess.run([sys.executable, "-m", "scaling.cli", "sweep", config, "budget.max_steps=7",
-                        "--out", str(tmp_path / out), "--quiet", "--no-analyze", *flags],
+                        "batch.sizes=[8]", "seeds=[0]", "--out", str(tmp_path / out), "--quiet",
+                        "--no-analyze", *flags],
                        check=True, env=env, capture_output=True)
 
     sweep("a", "--compile-cache", str(tmp_path / "kept"))
