@@ -64,8 +64,10 @@ step tests 240 env JAX_DEFAULT_MATMUL_PRECISION=highest "$PYTHON" -m pytest -q -
 step bench128 100 "$PYTHON" experiments/bench_engine.py --also-gns-off --repeats 3 "${BENCH[@]}"
 step throughput 150 "$PYTHON" experiments/throughput.py "${THROUGHPUT[@]}"
 rm -rf /tmp/device_check_quickstart
+# Not quiet: on an H100 it did not end within 120 s (2026-12-05, quiet, so nothing said how
+# far it got); the log's group lines say where the time goes if it is cut off again.
 step quickstart 120 "$PYTHON" -m scaling.cli sweep configs/quickstart.yaml "${QUICKSTART[@]}" \
-    --out /tmp/device_check_quickstart --quiet
+    --out /tmp/device_check_quickstart --progress lines
 cp /tmp/device_check_quickstart/report.md "$OUT/quickstart_report.md" 2>/dev/null
 cp /tmp/device_check_quickstart/figures/steps_vs_batch.png "$OUT/" 2>/dev/null
 fi
