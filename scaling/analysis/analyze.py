@@ -26,7 +26,7 @@ from scaling.config.targets import FIRST, Reach
 from scaling.errors import need
 from scaling.store import finite, layout
 from scaling.store.cost import cost
-from scaling.store.runs import MEASURED_PEAK, NO_PEAK
+from scaling.train.peaks import MEASURED_PEAK, NO_PEAK
 
 
 # ---------------------------------------------------------------- whole sweep

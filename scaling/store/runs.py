@@ -138,13 +138,6 @@ def load(out: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-# Where a summary's MFU came from (`peak_source`, after the device kind): a CPU has no
-# published peak; runs trained before 2026-12-04 recorded MFU over a float32 matmul the sweep
-# itself timed, which the analysis leaves out.
-NO_PEAK = "(no published peak; train.peak_tflops sets one)"
-MEASURED_PEAK = "(measured float32 matmul)"
-
-
 def mean_throughput(summaries: list[dict[str, Any]], key: str) -> float | None:
     """The mean of a throughput figure (summary.json's `throughput`) over the summaries that
     recorded it; None when none did (runs from before it existed)."""

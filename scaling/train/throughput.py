@@ -7,7 +7,7 @@ model the task's formula (6 N plus attention per token, Task.flops_per_example),
 models XLA's count (cost analysis). MFU = model FLOPs x run-steps trained / training seconds /
 (peak x devices). Peaks are the vendors' dense figures per chip for the dtype jax's matmuls use
 by default (TF32 for float32 on NVIDIA Ampere and later, bfloat16 passes on TPU), or
-train.peak_tflops; on CPU, and on a device kind not in PEAK_TFLOPS, there is no peak and no
+train.peak_tflops; on CPU, and on a device kind not in peaks.PEAK_TFLOPS, there is no peak and no
 MFU (`scaling bench` measures a float32 matmul instead, to say how busy a CPU is).
 
 References:
@@ -23,24 +23,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from scaling.store.runs import MEASURED_PEAK, NO_PEAK
-
-# Dense tensor-core TFLOP/s per chip: (bfloat16, float32 as jax computes it by default).
-# Matched against jax's device_kind in this order (the first entry contained in it wins).
-PEAK_TFLOPS: tuple[tuple[str, float, float], ...] = (
-    ("H200", 989.0, 494.0),
-    ("H100 PCIe", 756.0, 378.0),
-    ("H100", 989.0, 494.0),
-    ("A100", 312.0, 156.0),
-    ("L40S", 362.0, 183.0),
-    ("L4", 121.0, 60.0),
-    ("A10", 125.0, 62.5),
-    ("V100", 125.0, 15.7),
-    ("TPU v6", 918.0, 918.0),
-    ("TPU v5p", 459.0, 459.0),
-    ("TPU v5", 197.0, 197.0),
-    ("TPU v4", 275.0, 275.0),
-)
+from scaling.train.peaks import MEASURED_PEAK, peak
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,18 +41,6 @@ def measured_peak(size: int = 1024) -> float:
 
 
 XLA, FORMULA = "XLA cost analysis", "6 N + 12 L T d per token"  # where model FLOPs come from
-
-
-def peak(device: Any, precision: str, tflops: float | None = None) -> tuple[float | None, str]:
-    """(FLOP/s of one device at this precision, where the figure comes from): `tflops`
-    (train.peak_tflops) where given, else the published figure; None where there is none."""
-    kind = device.device_kind
-    if tflops is not None:
-        return 1e12 * tflops, f"{kind} (train.peak_tflops)"
-    for name, bf16, f32 in PEAK_TFLOPS:
-        if name.lower() in kind.lower():
-            return 1e12 * (bf16 if precision == "bfloat16" else f32), f"{kind} (published)"
-    return None, f"{kind} {NO_PEAK}"
 
 
 def peak_or_measured(device: Any, precision: str) -> tuple[float, str]:
