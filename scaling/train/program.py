@@ -10,6 +10,7 @@ have stopped, the group is cut to a smaller width between chunks (scaling.train.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -27,22 +28,32 @@ from scaling.train.reach import Schedule
 from scaling.train.spec import GroupSpec, RunSpec, Status
 from scaling.train.step import RunState, RunStep
 
+# On CPU, XLA's older fusion emitters (not the MLIR ones, jax 0.10's default) compile a chunk in
+# about half the time and train as fast (docs/benchmarks.md, "Compiling on CPU"): on 2 cores the
+# smoke sweep's 11 chunks compiled in 10.8 s instead of 19.2 s and the quickstart took 4m25s
+# instead of 6m05s. Float rounding differs, as between two CPUs (the smoke sweep's rows: 1,057
+# of 12,624 values, at most 1.7e-5 relative).
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
 
 class GroupProgram(CompiledChunks, RunStep):
     """The compiled init and chunk functions for one GroupSpec on one mesh."""
 
     def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
         RunStep.__init__(self, task, spec, mesh)
-        CompiledChunks.__init__(self, jax.jit(self._chunk_fn, donate_argnums=0),
-                                spec.data.host_data)
-        self._first = jax.jit(self.first_params)
-        self._init = jax.jit(self._init_fn)
-        self._final = jax.jit(self._final_fn)
-        self._take = jax.jit(self._take_fn)
-        self._stop = jax.jit(self._stop_fn)
-        self._start_from = jax.jit(self._start_from_fn, static_argnums=(5, 6))
+        cpu = mesh.devices.flat[0].platform == "cpu"
+        # jax.jit with this platform's compiler options, for every program of the group's
+        self.jit = jit = functools.partial(
+            jax.jit, compiler_options=CPU_COMPILER_OPTIONS if cpu else None)
+        CompiledChunks.__init__(self, jit(self._chunk_fn, donate_argnums=0), spec.data.host_data)
+        self._first = jit(self.first_params)
+        self._init = jit(self._init_fn)
+        self._final = jit(self._final_fn)
+        self._take = jit(self._take_fn)
+        self._stop = jit(self._stop_fn)
+        self._start_from = jit(self._start_from_fn, static_argnums=(5, 6))
         self._model_flops: tuple[float | None] | None = None  # model_flops, once counted
-        self._in_turn = mesh.devices.flat[0].platform == "cpu"  # see _per_run
+        self._in_turn = cpu  # see _per_run
 
     # ------------------------------------------------------------ group-level (compiled)
     def _vmap(self, fn: Callable, in_axes: Any) -> Callable:

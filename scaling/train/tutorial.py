@@ -47,9 +47,9 @@ class TutorialLoop:
         self.program, self.spec, self.task = program, program.spec, program.task
         self.data, self.eval_data = data, eval_data
         self.tx = optax.inject_hyperparams(make_optimizer(self.spec.optimizer))
-        self.step = jax.jit(self._step)
-        self.evaluate = jax.jit(program.evaluate)
-        self.new_perm = jax.jit(program.new_perm)
+        self.step = program.jit(self._step)  # compiled as the engine's programs are
+        self.evaluate = program.jit(program.evaluate)
+        self.new_perm = program.jit(program.new_perm)
         self.points = set(int(p) for p in self.spec.eval_points)
 
     def _step(self, params: Any, opt_state: Any, base_lr: jax.Array, data_key: jax.Array,
