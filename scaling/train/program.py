@@ -183,11 +183,13 @@ class GroupProgram(CompiledChunks, RunStep):
     # ------------------------------------------------------------ host side
     def init(self, runs: list[RunSpec], status: np.ndarray) -> RunState:
         seeds = sorted({r.seed for r in runs})
-        firsts = tuple(self._first(jnp.asarray(seed, jnp.uint32)) for seed in seeds)
-        which = jnp.asarray([seeds.index(r.seed) for r in runs], jnp.int32)
-        hparams = {k: jnp.asarray([getattr(r, k) for r in runs], jnp.float32)
+        # Host arrays (numpy) throughout: jit places each on the mesh directly, where an array
+        # on one device would first be resliced by a small program compiled per shape.
+        firsts = tuple(self._first(np.uint32(seed)) for seed in seeds)
+        which = np.asarray([seeds.index(r.seed) for r in runs], np.int32)
+        hparams = {k: np.asarray([getattr(r, k) for r in runs], np.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
-        return self._init(firsts, which, hparams, jnp.asarray(status, jnp.int32))
+        return self._init(firsts, which, hparams, np.asarray(status, np.int32))
 
     def model_flops(self, data: Any) -> float | None:
         """XLA's FLOPs of one run's gradient at this batch size (scaling.train.throughput),
@@ -213,11 +215,11 @@ class GroupProgram(CompiledChunks, RunStep):
 
     def stop(self, rs: RunState, slots: np.ndarray) -> RunState:
         """The group with the runs in the slots marked by `slots` (bools) stopped as dominated."""
-        return self._stop(rs, jnp.asarray(slots))
+        return self._stop(rs, np.asarray(slots, bool))
 
     def take(self, rs: RunState, take: np.ndarray, pad: np.ndarray) -> RunState:
         """A smaller group: the state's slots `take`, the `pad` ones marked Status.PADDING."""
-        return self._take(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad))
+        return self._take(rs, np.asarray(take, np.int32), np.asarray(pad, bool))
 
     def start_from(self, rs: RunState, take: np.ndarray, pad: np.ndarray, base_lr: np.ndarray,
                    step: int, stream: int = 0, carry_noise: bool = False,
@@ -237,9 +239,9 @@ class GroupProgram(CompiledChunks, RunStep):
         `hparams`: per slot, optimizer scalars that replace the source's (the beta2 and weight
         decay the optimizer's batch-size rules give at this batch size).
         """
-        hparams = {k: jnp.asarray(v, jnp.float32) for k, v in (hparams or {}).items()}
-        return self._start_from(rs, jnp.asarray(take, jnp.int32), jnp.asarray(pad),
-                                jnp.asarray(base_lr, jnp.float32), jnp.asarray(step, jnp.int32),
+        hparams = {k: np.asarray(v, np.float32) for k, v in (hparams or {}).items()}
+        return self._start_from(rs, np.asarray(take, np.int32), np.asarray(pad, bool),
+                                np.asarray(base_lr, np.float32), np.int32(step),
                                 int(stream), bool(carry_noise), hparams)
 
     def chunk(self, rs: RunState, data: Any, eval_data: Any, first_step: int,
@@ -252,9 +254,8 @@ class GroupProgram(CompiledChunks, RunStep):
         width = int(rs.status.shape[0])
         slots = np.zeros(width, np.int32) if slots is None else slots
         end = self.spec.last_step if end_step is None else end_step
-        args = (rs, data, eval_data, self.schedule, jnp.asarray(first_step, jnp.int32),
-                jnp.asarray(end, jnp.int32), jnp.asarray(slots, jnp.int32),
-                jnp.asarray(first_eval))
+        args = (rs, data, eval_data, self.schedule, np.int32(first_step), np.int32(end),
+                np.asarray(slots, np.int32), np.bool_(first_eval))
         return self._run_compiled(width, args)
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
@@ -273,7 +274,7 @@ class GroupProgram(CompiledChunks, RunStep):
 
     def _abstract_args(self, width: int, data: Any, eval_data: Any) -> tuple:
         return (self.abstract_state(width, data, eval_data), data, eval_data, self.schedule,
-                jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32),
-                jax.ShapeDtypeStruct((width,), jnp.int32), jnp.asarray(False))
+                np.int32(0), np.int32(0), jax.ShapeDtypeStruct((width,), jnp.int32),
+                np.bool_(False))
 
 

@@ -16,6 +16,7 @@ from scaling.config.targets import EMA_SUFFIX
 from scaling.tasks.base import Task
 from scaling.train import measure, precision, reach
 from scaling.train.measure import NoiseState
+from scaling.train.mesh import put_replicated
 from scaling.train.optimizers import make_optimizer, set_learning_rate
 from scaling.train.reach import ReachState, Schedule
 from scaling.train.schedules import schedule_multiplier
@@ -55,8 +56,10 @@ class RunStep:
         self.precision = precision.here(spec.precision)  # train.precision on this platform
         self.loss, self.evaluate = precision.in_compute_dtype(task.per_example_loss,
                                                               task.evaluate, self.precision)
-        self.schedule = reach.schedule(spec.eval_points, spec.last_step + spec.chunk_steps + 1,
-                                       spec.noise.hessian_every, spec.stopping.reach)
+        # On every device once: an argument on one device is copied to the mesh at each call
+        self.schedule = put_replicated(mesh, reach.schedule(
+            spec.eval_points, spec.last_step + spec.chunk_steps + 1, spec.noise.hessian_every,
+            spec.stopping.reach))
 
     @property
     def _perm_length(self) -> int:
