@@ -42,7 +42,7 @@ class GroupProgram(CompiledChunks, RunStep):
     def __init__(self, task: Task, spec: GroupSpec, mesh: Mesh) -> None:
         RunStep.__init__(self, task, spec, mesh)
         cpu = mesh.devices.flat[0].platform == "cpu"
-        # jax.jit with this platform's compiler options, for every program of the group's
+        # jax.jit with this platform's compiler options: the group's programs, the bench's loop
         self.jit = jit = functools.partial(
             jax.jit, compiler_options=CPU_COMPILER_OPTIONS if cpu else None)
         CompiledChunks.__init__(self, jit(self._chunk_fn, donate_argnums=0), spec.data.host_data)
