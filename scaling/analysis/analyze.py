@@ -70,15 +70,14 @@ def _throughput(records: list[dict]) -> list[dict]:
         timed = [r["summary"] for r in records
                  if r["summary"]["batch_size"] == size and r["summary"].get("throughput")]
         if timed:
-            source = timed[0]["throughput"].get("peak_source")
-            measured = MEASURED_PEAK in (source or "")
-            out.append({"batch_size": size, "runs": len(timed),
-                        **{k: store.mean_throughput(timed, k)
-                           for k in ("examples_per_s", "run_steps_per_s", "model_flops_per_step",
-                                     "model_flops_per_s", "mfu")},
-                        **({"mfu": None} if measured else {}),
-                        "peak_source": source.replace(MEASURED_PEAK, NO_PEAK) if measured
-                        else source})
+            row = {"batch_size": size, "runs": len(timed),
+                   **{k: store.mean_throughput(timed, k)
+                      for k in ("examples_per_s", "run_steps_per_s", "model_flops_per_step",
+                                "model_flops_per_s", "mfu")},
+                   "peak_source": timed[0]["throughput"].get("peak_source")}
+            if MEASURED_PEAK in (row["peak_source"] or ""):
+                row.update(mfu=None, peak_source=row["peak_source"].replace(MEASURED_PEAK, NO_PEAK))
+            out.append(row)
     return out
 
 
