@@ -296,7 +296,7 @@ def test_each_factor_and_the_reference_take_their_best_learning_rate():
     assert by_k[2]["best_lr_factor"] == 1.0 and by_k[2]["ratio"] == pytest.approx(0.93 / 0.9)
     assert by_k[2]["within"] and not by_k[4]["within"] and by_k[8]["loss"] is None
     assert p["local_b_crit"] == 20 and not p["at_edge"]
-    assert p["local_b_crit_ci"] == [20.0, 20.0]  # identical seeds: every resample agrees
+    assert p["local_b_crit_ci"] == [20.0, 20.0]  # identical seeds: every factor is decided
     assert p["local_b_crit_by_tolerance"]["0.1"] == 40 and p["local_b_crit_by_tolerance"]["0.01"] == 10
 
 

@@ -9,8 +9,17 @@ k = 1 the grid holds the base continued (factor 1) and any branches at B0 with t
 other factors, so every batch size is judged with the same choice of learning rates. The
 local critical batch size at the point is k x B0 for the largest k such that every factor up
 to it stays within `tolerance` (relative) of the k = 1 reference: the first factor that falls
-behind ends the count, so a lucky larger factor does not count. A bootstrap over seeds (the same seeds drawn for the base and every branch, whose data
-and starting states are shared per seed) gives its interval.
+behind ends the count, so a lucky larger factor does not count.
+
+Its interval (`local_interval`) inverts one test per factor rather than resampling: a seed's
+branch and its base share their data and starting state, so per factor the seeds' paired
+differences L_k,s - (1 + tolerance) L_1,s give a Student's t interval on their mean, and the
+factor is clearly within (the interval below 0), clearly behind (above 0, or no loss), or
+undecided. The lower end counts the factors clearly within up to the first that is not; the
+upper end counts every factor up to the first clearly behind. Each end errs only where a
+one-sided 97.5% test does, as a two-sided 95% interval's ends do. A percentile bootstrap of
+seeds (`percentile`) held its level less often where a factor sits near the tolerance
+(tests/test_branch_intervals.py measures both against a known truth).
 
 References:
   Merrill, Arora, Groeneveld, Hajishirzi, "Critical Batch Size Revisited: A Simple Empirical
@@ -105,6 +114,53 @@ def _best_per_factor(cells: dict[int, dict[float, np.ndarray]], idx: np.ndarray
     return factors, np.array(losses), picked
 
 
+PAIRED = "paired t per factor"  # the interval record's method name for local_interval's default
+
+
+def local_interval(cells: dict[int, dict[float, np.ndarray]], tol: float, b0: int,
+                   method: str | None, num: int, rng: np.random.Generator
+                   ) -> tuple[list[float] | None, dict[str, Any]]:
+    """The local critical batch size's 95% interval over seeds and its `interval` record.
+
+    `paired` (the default): per factor, with the learning rates chosen on every seed, the
+    seeds' differences L_k,s - (1 + tol) L_1,s and t(n-1) times their standard error; the
+    lower end is k x B0 for the largest k whose every factor up to it is clearly within, the
+    upper end for the largest k with no factor up to it clearly behind (a factor without a
+    loss is behind). `percentile`: the 2.5 and 97.5 percentiles of the point reading over
+    `num` bootstrap draws of seeds. `method` None: not asked for."""
+    n = len(next(iter(cells[1].values())))
+    if method is None:
+        return None, intervals.none("not asked for")
+    if n < 2:
+        return None, intervals.none(intervals.ONE_SEED)
+    if method == "percentile":
+        draws = []
+        for _ in range(num):
+            fs, ls, _ = _best_per_factor(cells, rng.integers(0, n, n))
+            draws.append(local_critical_batch(fs, ls, float(ls[fs.index(1)]), tol, b0)[0])
+        kept = [d for d in draws if d is not None]
+        return ([float(v) for v in np.percentile(kept, [2.5, 97.5])] if kept else None,
+                intervals.info("seeds", "percentile", len(kept)) if kept
+                else intervals.none(intervals.NO_REPLICATES))
+    factors, _, picked = _best_per_factor(cells, np.arange(n))
+    reference = cells[1][picked[factors.index(1)]] if picked[factors.index(1)] is not None \
+        else np.full(n, math.nan)
+    if not np.all(np.isfinite(reference)):
+        return None, intervals.none(intervals.NO_REPLICATES)
+    low = high = 1
+    low_open = high_open = True
+    for k, f in zip(factors, picked):
+        if k == 1:
+            continue
+        diff = cells[k][f] - (1 + tol) * reference if f is not None else np.full(n, math.nan)
+        mean = float(np.mean(diff))
+        half = intervals.t975(n - 1) * float(np.std(diff, ddof=1)) / math.sqrt(n)
+        low_open = low_open and math.isfinite(mean) and mean + half <= 0
+        high_open = high_open and math.isfinite(mean) and mean - half <= 0
+        low, high = (k if low_open else low), (k if high_open else high)
+    return [float(low * b0), float(high * b0)], intervals.info("seeds", PAIRED, n)
+
+
 def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int, plan: dict,
                   settings: dict, bootstrap: int, rng: np.random.Generator) -> dict[str, Any]:
     """One point of analysis.json "branching": the base's loss, each factor's best branch, the
@@ -118,13 +174,8 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
     factors, losses, picked = _best_per_factor(cells, np.arange(n))
     reference = float(losses[factors.index(1)])
     local, at_edge = local_critical_batch(factors, losses, reference, tol, b0)
-    draws = []
-    for _ in range(bootstrap if n > 1 else 0):
-        idx = rng.integers(0, n, n)
-        fs, ls, _ = _best_per_factor(cells, idx)
-        value, _ = local_critical_batch(fs, ls, float(ls[fs.index(1)]), tol, b0)
-        if value is not None:
-            draws.append(value)
+    ci, how = (None, intervals.none("a lower bound: every factor tried keeps up")) if at_edge \
+        else local_interval(cells, tol, b0, "paired" if bootstrap else None, bootstrap, rng)
     by_tolerance = {f"{t:g}": local_critical_batch(factors, losses, reference, t, b0)[0]
                     for t in sorted({tol, *TOLERANCES})}
     noise = {key: median_positive([at(base[s], point) for s in sorted(base)])
@@ -141,12 +192,10 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
             "base_loss": _num(float(np.mean(base_values))),
             "base_loss_sem": _num(float(np.std(base_values, ddof=1) / math.sqrt(n))) if n > 1 else None,
             "branches": [r for r in rows if r["factor"] != 1], "reference": rows[0], "local_b_crit": local, "at_edge": at_edge,
-            "local_b_crit_ci": ([float(v) for v in np.percentile(draws, [2.5, 97.5])]
-                                if draws and not at_edge else None),
-            "interval": (intervals.info("seeds", "percentile", len(draws)) if draws and not at_edge
-                         else intervals.none("a lower bound: every factor tried keeps up"
-                                             if at_edge else intervals.ONE_SEED if n < 2
-                                             else intervals.NO_REPLICATES)),
+            # the upper end at the largest factor: no factor tried is clearly behind
+            "local_b_crit_ci": ci,
+            "local_b_crit_ci_open_above": bool(ci and ci[1] >= factors[-1] * b0),
+            "interval": how,
             "local_b_crit_by_tolerance": by_tolerance,
             "b_simple": noise["b_simple"], "b_noise": noise["b_noise"],
             "local_over_b_simple": (local / noise["b_simple"]

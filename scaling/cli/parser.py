@@ -359,7 +359,8 @@ def add_branch(sub: Any) -> None:
                    help="wait for the groups other processes are training in the folder")
     _add_partial(p)
     p.add_argument("--bootstrap", type=_non_negative_int, default=1000,
-                   help="bootstrap resamples over seeds for the intervals (default 1000)")
+                   help="0: no interval for the local critical batch size; any other "
+                        "value: its paired interval over seeds (default 1000)")
     p.add_argument("--base-run", metavar="RUN_DIR",
                    help="take the base from a finished sweep's run (OUT/runs/<run_id>): its "
                         "batch size, learning rate, seed and optimizer scalars; it trains again, "

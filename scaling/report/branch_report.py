@@ -139,12 +139,17 @@ MIN_DISTINCT = 3  # local values below this many distinct ones: no correlation w
 
 
 def point_interval(point: dict) -> str:
-    """A point's interval over seeds: none at a lower bound, and 'every replicate' where all
-    agree, so no width to show (the local B_crit is one of the branch batch sizes, so replicates can tie)."""
+    """A point's interval over seeds: none at a lower bound; 'every factor decided' where each
+    factor is clearly within or clearly behind, so the set holds one batch size (the local
+    B_crit is one of the branch batch sizes); '>= hi' where no factor tried is clearly behind."""
     ci = point["local_b_crit_ci"]
     if point["at_edge"] or not ci:
         return "-"
-    return "all replicates agree" if ci[0] == ci[1] else interval(ci)
+    if ci[0] == ci[1]:
+        return "every factor decided"
+    if point.get("local_b_crit_ci_open_above"):
+        return f"[{number(ci[0])}, >= {number(ci[1])}]"
+    return interval(ci)
 
 
 def _local(point: dict) -> str:
