@@ -38,10 +38,13 @@ def _sweep_yaml(out: Path) -> dict:
 
 
 def _check_metrics(records: list[dict], targets: list[str], reach: Reach) -> None:
-    recorded = {k for rec in records for row in rec["metrics"] for k, v in row.items() if finite(v)}
+    """Each target's column recorded somewhere: the first finite value settles it, so the rows
+    are walked whole only to name the columns in a refusal."""
+    rows = [row for rec in records for row in rec["metrics"]]
     for name in targets:
         column = reach.column(parse_target(name)[0])
-        if column not in recorded:
+        if not any(finite(row.get(column)) for row in rows):
+            recorded = {k for row in rows for k, v in row.items() if finite(v)}
             why = " (rule ema reads the moving average's metrics: train with eval.ema_decay)" \
                 if reach.rule == "ema" else ""
             raise ConfigError(f"targets: {name!r} needs {column!r}, which no run in this folder "

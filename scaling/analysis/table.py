@@ -19,7 +19,7 @@ import numpy as np
 
 from scaling.analysis.curves import b_noise_at, b_simple_at, b_simple_precond_at
 from scaling.config import AXES
-from scaling.config.targets import (FIRST, Reach, crossing, on_examples, parse_target, series,
+from scaling.config.targets import (FIRST, Reach, crossing_in, on_examples, parse_target, series,
                                     step_at_examples, undecided_bound)
 from scaling.lr_curve import Curve, cell_means
 from scaling.store import examples_at
@@ -100,19 +100,30 @@ def varying_hyperparameters(records: list[dict]) -> list[str]:
     return [k for k in AXES if len(values[k]) > 1 and k not in ruled]
 
 
+def drawn(rows: list[dict], column: str, kept: dict[str, tuple[np.ndarray, np.ndarray]]
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """`column`'s series of a run's rows, drawn once into `kept`: a run is read at every
+    target, by its rule and at its first crossing, from the same few columns."""
+    if column not in kept:
+        kept[column] = series(rows, column)
+    return kept[column]
+
+
 def read_steps(rows: list[dict], target: str, reach: Reach, status: str | None,
-               clip: bool) -> tuple[float | None, str, float | None]:
+               clip: bool, kept: dict | None = None) -> tuple[float | None, str, float | None]:
     """(steps, how they were read (READINGS), the censored bound) of one run at one target.
-    `clip`: read a window the run ended inside (no reading extension ran) cut at its end."""
+    `clip`: read a window the run ended inside (no reading extension ran) cut at its end;
+    `kept`: the run's series drawn so far (`drawn`)."""
     if status == "diverged":
         return None, "diverged", None
-    step = crossing(rows, target, reach)
+    parsed = parse_target(target)
+    column = drawn(rows, reach.column(parsed[0]), {} if kept is None else kept)
+    step = crossing_in(*column, parsed, reach)
     if step is not None:
         return step, "reached", None
     if status == "dominated":
-        steps = series(rows, reach.column(parse_target(target)[0]))[0]
-        return None, "censored", undecided_bound(steps, reach)
-    late = crossing(rows, target, reach, clip=True) if reach.rule in WINDOWED else None
+        return None, "censored", undecided_bound(column[0], reach)
+    late = crossing_in(*column, parsed, reach, clip=True) if reach.rule in WINDOWED else None
     if late is None:
         return None, "not_crossed", None
     return (late, "clipped", None) if clip else (None, "unconfirmed", None)
@@ -133,7 +144,7 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
     beside it. `clip`: see read_steps."""
     table, axes = [], varying_hyperparameters(records)
     for rec in records:
-        cfg, rows = rec["config"], rec["metrics"]
+        cfg, rows, kept = rec["config"], rec["metrics"], {}
         entry = {"run_id": rec["run_id"], "batch_size": int(cfg["batch_size"]),
                  "learning_rate": float(cfg["learning_rate"]), "seed": int(cfg["seed"]),
                  "hyperparameters": {k: cfg["optimizer"][k] for k in axes},
@@ -144,12 +155,13 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
             if cfg.get("batch_schedule"):
                 step, how, bound, examples = read_scheduled(rows, name, reach, entry["status"], clip)
             else:
-                step, how, bound = read_steps(rows, name, reach, entry["status"], clip)
+                step, how, bound = read_steps(rows, name, reach, entry["status"], clip, kept)
                 examples = None if step is None else examples_at(rows, step, entry["batch_size"])
             entry["steps_to_target"][name], entry["reading"][name] = step, how
             entry["steps_censored"][name] = bound
-            entry["first_crossing"][name] = (None if how == "diverged"
-                                             else crossing(rows, name, FIRST))
+            parsed = parse_target(name)
+            entry["first_crossing"][name] = (None if how == "diverged" else crossing_in(
+                *drawn(rows, FIRST.column(parsed[0]), kept), parsed, FIRST))
             entry["examples_to_target"][name] = examples
             entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
             entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
