@@ -81,8 +81,3 @@ def b_noise_at(rows: list[Row], step: float) -> float | None:
     """`windowed_b_noise` at one step; None where B_noise was not measured."""
     return _at(windowed_b_noise(rows, [step]))
 
-
-def b_simple_precond_at(rows: list[Row], step: float) -> float | None:
-    """B_simple in Adam's metric (gns.preconditioned) at one step: its recorded moving average,
-    as no per-interval sums are recorded for it; None where it was not measured."""
-    return _at(recorded(rows, [step], "b_simple_precond"))

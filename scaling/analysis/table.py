@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scaling.analysis.curves import b_noise_at, b_simple_at, b_simple_precond_at
+from scaling.analysis.curves import recorded, windowed_b_noise, windowed_b_simple
 from scaling.config import AXES
 from scaling.config.targets import (FIRST, Reach, crossing_in, on_examples, parse_target, series,
                                     step_at_examples, undecided_bound)
@@ -163,12 +163,21 @@ def run_table(records: list[dict], targets: list[str], reach: Reach = FIRST,
             entry["first_crossing"][name] = (None if how == "diverged" else crossing_in(
                 *drawn(rows, FIRST.column(parsed[0]), kept), parsed, FIRST))
             entry["examples_to_target"][name] = examples
-            entry["b_simple"][name] = None if step is None else b_simple_at(rows, step)
-            entry["b_noise"][name] = None if step is None else b_noise_at(rows, step)
-            entry["b_simple_precond"][name] = (None if step is None
-                                               else b_simple_precond_at(rows, step))
+        _noise_at_crossings(entry, rows)
         table.append(entry)
     return table
+
+
+def _noise_at_crossings(entry: dict, rows: list[dict]) -> None:
+    """B_simple, B_noise and Adam's B_simple at each target's crossing (None where not reached
+    or not measured), every crossing of the run read in one pass over its rows per column.
+    Adam's is its recorded moving average: no per-interval sums are recorded for it."""
+    reached = {n: s for n, s in entry["steps_to_target"].items() if s is not None}
+    for key, read in (("b_simple", windowed_b_simple), ("b_noise", windowed_b_noise),
+                      ("b_simple_precond", lambda r, at: recorded(r, at, "b_simple_precond"))):
+        values = dict(zip(reached, read(rows, list(reached.values())))) if reached else {}
+        entry[key] = {n: None if math.isnan(values.get(n, math.nan)) else float(values[n])
+                      for n in entry["steps_to_target"]}
 
 
 def unreached_reason(table: list[dict], target: str, batch_size: int) -> str:
