@@ -80,6 +80,21 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 def parse_metrics(text: str, path: Any) -> list[dict[str, Any]]:
     """read_metrics on the text of a metrics.jsonl (`path` names it in errors)."""
     lines = text.splitlines()
+    try:  # every line whole: one parse of them all, several times faster than a parse per line
+        rows = json.loads(f"[{','.join(lines)}]")
+    except json.JSONDecodeError:
+        rows = _parse_lines(lines, path)
+    for number, (before, row) in enumerate(zip(rows, rows[1:]), 2):
+        if not row["step"] > before["step"]:
+            raise ConfigError(f"{path}: step {row['step']} at line {number} does not follow step "
+                              f"{before['step']}: rows repeat or are out of order (two processes "
+                              f"wrote this run?){_repair_hint(path)}")
+    return rows
+
+
+def _parse_lines(lines: list[str], path: Any) -> list[dict[str, Any]]:
+    """The rows line by line, where some line is not whole: a torn last line is left out, a
+    damaged one before it refused naming its number."""
     rows = []
     for number, line in enumerate(lines, 1):
         try:
@@ -88,11 +103,6 @@ def parse_metrics(text: str, path: Any) -> list[dict[str, Any]]:
             if number == len(lines):
                 break
             raise ConfigError(f"{path}: line {number} is not a JSON row{_repair_hint(path)}") from None
-    for number, (before, row) in enumerate(zip(rows, rows[1:]), 2):
-        if not row["step"] > before["step"]:
-            raise ConfigError(f"{path}: step {row['step']} at line {number} does not follow step "
-                              f"{before['step']}: rows repeat or are out of order (two processes "
-                              f"wrote this run?){_repair_hint(path)}")
     return rows
 
 
