@@ -192,8 +192,8 @@ def analyze_point(base: dict[int, list[dict]], branches: list[dict], point: int,
             "base_loss": _num(float(np.mean(base_values))),
             "base_loss_sem": _num(float(np.std(base_values, ddof=1) / math.sqrt(n))) if n > 1 else None,
             "branches": [r for r in rows if r["factor"] != 1], "reference": rows[0], "local_b_crit": local, "at_edge": at_edge,
-            # the upper end at the largest factor: no factor tried is clearly behind
             "local_b_crit_ci": ci,
+            # the upper end at the largest factor: no factor tried is clearly behind
             "local_b_crit_ci_open_above": bool(ci and ci[1] >= factors[-1] * b0),
             "interval": how,
             "local_b_crit_by_tolerance": by_tolerance,
