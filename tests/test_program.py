@@ -102,6 +102,21 @@ def test_each_run_starts_from_its_seeds_initialisation_bit_for_bit():
     assert any(not np.array_equal(x[0], x[1]) for x in jax.tree.leaves(state.params))
 
 
+def test_the_initialisation_compiles_once_per_task_across_batch_sizes():
+    """Every batch size's program of one task draws its runs' first parameters from one
+    compiled program; another task (of other shapes) compiles its own."""
+    cfg = config(DIGITS, "batch.sizes=[8, 16]")
+    mesh, task = make_mesh(1, 1, jax.devices()), build_task(cfg)
+    small, large = (GroupProgram(task, group_spec(cfg, b, 1)[0], mesh) for b in (8, 16))
+    assert small._first is large._first
+    for program in (small, large):
+        program._first(np.uint32(0))
+    assert small._first._cache_size() == 1
+    other = GroupProgram(build_task(config(DIGITS, "model.hidden=[8]")), group_spec(cfg, 8, 1)[0],
+                         mesh)
+    assert other._first is not small._first
+
+
 def test_each_runs_metrics_are_its_own_evaluation():
     """On CPU the runs are evaluated one after another: the last row of every run holds, bit
     for bit, the task's evaluation of that run's final parameters alone; on an accelerator,

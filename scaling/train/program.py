@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from typing import Any, Callable
 
 import jax
@@ -26,7 +27,7 @@ from scaling.train.compiles import CompiledChunks
 from scaling.train.optimizers import set_hyperparams
 from scaling.train.reach import Schedule
 from scaling.train.spec import GroupSpec, RunSpec, Status
-from scaling.train.step import RunState, RunStep
+from scaling.train.step import RunState, RunStep, first_params
 
 # On CPU, XLA's older fusion emitters (not the MLIR ones, jax 0.10's default) compile a chunk in
 # about half the time and train as fast (docs/benchmarks.md, "Compiling on CPU"): on 2 cores the
@@ -34,6 +35,19 @@ from scaling.train.step import RunState, RunStep
 # instead of 6m05s. Float rounding differs, as between two CPUs (the smoke sweep's rows: 1,057
 # of 12,624 values, at most 1.7e-5 relative).
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+# first_params compiled once per task (and platform), not once per program: every batch size's
+# program draws its runs' initial parameters from the same seeds by the same program.
+_FIRST_PARAMS: weakref.WeakKeyDictionary[Task, dict[bool, Callable]] = weakref.WeakKeyDictionary()
+
+
+def _compiled_first_params(task: Task, cpu: bool, jit: Callable) -> Callable:
+    """The task's first_params under `jit` (this platform's), compiled by the first program
+    that asks and shared by the rest."""
+    per_platform = _FIRST_PARAMS.setdefault(task, {})
+    if cpu not in per_platform:
+        per_platform[cpu] = jit(functools.partial(first_params, task))
+    return per_platform[cpu]
 
 
 class GroupProgram(CompiledChunks, RunStep):
@@ -46,7 +60,7 @@ class GroupProgram(CompiledChunks, RunStep):
         self.jit = jit = functools.partial(
             jax.jit, compiler_options=CPU_COMPILER_OPTIONS if cpu else None)
         CompiledChunks.__init__(self, jit(self._chunk_fn, donate_argnums=0), spec.data.host_data)
-        self._first = jit(self.first_params)
+        self._first = _compiled_first_params(task, cpu, jit)
         self._init = jit(self._init_fn)
         self._final = jit(self._final_fn)
         self._take = jit(self._take_fn)
@@ -260,7 +274,7 @@ class GroupProgram(CompiledChunks, RunStep):
 
     def abstract_state(self, width: int, data: Any, eval_data: Any) -> RunState:
         """The shapes, dtypes and shardings of a group's state at `width`, nothing allocated."""
-        first = jax.eval_shape(self.first_params, jax.ShapeDtypeStruct((), jnp.uint32))
+        first = jax.eval_shape(self._first, jax.ShapeDtypeStruct((), jnp.uint32))
         hparams = {k: jax.ShapeDtypeStruct((width,), jnp.float32)
                    for k in HYPERPARAMS[self.spec.optimizer]}
         per_run = jax.ShapeDtypeStruct((width,), jnp.int32)

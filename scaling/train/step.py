@@ -45,6 +45,16 @@ class RunState(NamedTuple):
     ema_params: Any  # the parameters' moving average before bias correction (None: off)
 
 
+def first_params(task: Task, seed: jax.Array) -> tuple[Any, jax.Array]:
+    """A run's initial parameters and its data key (as raw key data), from its seed alone.
+
+    Compiled unbatched and called once per seed (scaling.train.program): vmapped over a group's
+    runs, XLA's CPU backend took 2.5x as long to compile the random initialisers (3.3 s against
+    1.3 s for the quickstart's MLP), for the same values bit for bit."""
+    init_key, data_key = jax.random.split(jax.random.key(seed))
+    return task.init(init_key), jax.random.key_data(data_key)
+
+
 class RunStep:
     """The per-run pieces for one GroupSpec: the task's loss and evaluation in the compute
     dtype, the optimizer family, and the static tables of the evaluation points."""
@@ -119,15 +129,6 @@ class RunStep:
                                                 self.spec.evaluation.param_ema), eval_data)
             out.update({k + EMA_SUFFIX: averaged[k].astype(jnp.float32) for k in self.metric_names})
         return out
-
-    def first_params(self, seed: jax.Array) -> tuple[Any, jax.Array]:
-        """A run's initial parameters and its data key (as raw key data), from its seed alone.
-
-        The program compiles this unbatched and calls it once per seed: vmapped over a group's
-        runs, XLA's CPU backend took 2.5x as long to compile the random initialisers (3.3 s
-        against 1.3 s for the quickstart's MLP), for the same values bit for bit."""
-        init_key, data_key = jax.random.split(jax.random.key(seed))
-        return self.task.init(init_key), jax.random.key_data(data_key)
 
     def _init_run(self, params: Any, data_key: jax.Array, hparams: dict[str, jax.Array]
                   ) -> RunState:
