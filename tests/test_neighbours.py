@@ -8,6 +8,7 @@ that trains nothing again, and the refusals."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -35,7 +36,9 @@ def test_the_middle_trains_first_and_releases_outward():
 def test_the_prediction_is_a_line_in_log_log_with_its_slope_in_0_1():
     """Two optima on eta = 0.01 B^0.5 predict it exactly; optima rising as B^2 are cut to
     linear (slope 1 through their mean: log eta at B = 4 is the mean of the logs, 0.0004 x 4);
-    falling optima to flat (the geometric mean); one optimum takes the slope given."""
+    falling optima to flat (the geometric mean); one optimum takes the slope given; of three,
+    the line goes through the two nearest in log B (at 1,024: 64 and 256, slope
+    log 1.25 / log 4, so 0.1 x 4^slope = 0.125)."""
     sqrt_rule = {16: 0.04, 64: 0.08}
     assert N.predict(sqrt_rule, 256, 0.0) == pytest.approx(0.16, rel=1e-12)
     steep = {2: 0.0004, 8: 0.0064}  # slope 2
@@ -44,6 +47,9 @@ def test_the_prediction_is_a_line_in_log_log_with_its_slope_in_0_1():
     assert N.predict(falling, 32, 0.5) == pytest.approx(0.2, rel=1e-12)
     assert N.predict({64: 0.1}, 256, 0.5) == pytest.approx(0.2, rel=1e-12)
     assert N.predict({64: 0.1}, 16, 1.0) == pytest.approx(0.025, rel=1e-12)
+    bending = {16: 0.04, 64: 0.08, 256: 0.1}  # levelling off: the nearest two set the line
+    assert N.predict(bending, 1024, 0.5) == pytest.approx(0.1 * 1.25, rel=1e-12)  # 64, 256
+    assert N.predict(bending, 8, 0.5) == pytest.approx(0.04 / math.sqrt(2), rel=1e-12)  # 16, 64
 
 
 def test_the_default_slope_is_the_centred_rules():
@@ -78,6 +84,32 @@ def test_the_grid_is_on_the_middles_lattice_the_grids_factor_apart():
     assert N.first_grid(0.07, s, 1) == pytest.approx([s.on_lattice(19)], rel=1e-5)
 
 
+def test_a_grid_spaced_closer_is_whole_lattice_steps_apart_and_walks_out_by_its_spacing():
+    """On the same lattice (steps of 10^(1/22) = 1.110x): a spacing of 1.4 is log 1.4 / log
+    1.110 = 3.2 -> 3 steps (1.369x), so rates at points 16, 19, 22; a spacing below one step is
+    one step. The released search walks outward by those 3 steps while the middle's walks by
+    the grid's half decade, on one lattice."""
+    s = S.settings(LearningRateConfig(values=[0.01, 0.0316228, 0.1, 0.316228, 1.0]),
+                   [0.01, 0.0316228, 0.1, 0.316228, 1.0])
+    assert N.lattice_steps(s, 1.4) == 3 and N.lattice_steps(s, 1.01) == 1
+    assert N.lattice_steps(s, None) == 11
+    assert N.first_grid(0.07, s, 3, 1.4) == pytest.approx([s.on_lattice(k) for k in (16, 19, 22)],
+                                                          rel=1e-5)
+    released = N.released(s, 1.4)
+    assert released.step == s.step and released.walk == 3 and N.released(s, None) == s
+    assert released.walked(s.on_lattice(19), up=True) == s.on_lattice(22)
+    assert s.walked(0.07, up=True) == 0.07 * s.factor
+    grid = N.first_grid(0.07, s, 3, 1.4)
+    runs = [S.RunReading(lr, 0, {"a": steps}) for lr, steps in zip(grid, (40.0, 50.0, 60.0))]
+    plan = S.next_round(runs, ["a"], released, 0)  # the best the lowest: 3 points down
+    assert plan.learning_rates == (S.rounded(s.on_lattice(13)),)
+    unreached = [S.RunReading(lr, 0, {"a": None}, diverged=lr == grid[-1]) for lr in grid]
+    plan = S.next_round(unreached, ["a"], released, 0)  # under the diverged: maybe lower
+    assert plan.learning_rates == (S.rounded(s.on_lattice(13)),)
+    assert "the highest diverged and the lowest, 0.05337, did not" in plan.reasons["a"]
+    assert S.next_round(unreached, ["a"], s, 0).done  # a whole grid spans what could reach
+
+
 # ---------------------------------------------------------------- the protocol, closed form
 
 SIZES = [8, 16, 32, 64, 128, 256, 512]
@@ -85,10 +117,12 @@ COARSE = [0.01, 0.0316228, 0.1, 0.316228, 1.0]  # the steps-to-target study's fi
 FRACTIONS = {"t5": 0.05, "t10": 0.1}
 
 
-def _search(first: list[float], size: int) -> list[S.RunReading]:
+def _search(first: list[float], size: int, walk: float | None = None) -> list[S.RunReading]:
     """One batch size's search to the end from `first`, on the coarse grid's lattice (as
-    Prepared.search_settings), every rate read from the closed form."""
-    settings = S.settings(LearningRateConfig(values=COARSE, max_rounds=8), COARSE)
+    Prepared.search_settings), walking out by `walk` (None: the grid's factor), every rate
+    read from the closed form."""
+    settings = replace(S.settings(LearningRateConfig(values=COARSE, max_rounds=8), COARSE),
+                       walk=walk)
     read = lambda lr: nqm_reading(lr, size, FRACTIONS)
     runs = [read(lr) for lr in first]
     for done in range(settings.max_rounds + 1):
@@ -99,17 +133,21 @@ def _search(first: list[float], size: int) -> list[S.RunReading]:
     raise AssertionError("the round limit ends every search")
 
 
-def _neighbours_protocol(count: int) -> dict[int, list[S.RunReading]]:
-    """The middle from the coarse grid, then outward, each from `count` rates around the
-    optimum that the batch sizes done so far predict (as Prepared.neighbour_grid does)."""
+def _neighbours_protocol(count: int, spacing: float | None = None
+                         ) -> dict[int, list[S.RunReading]]:
+    """The middle from the coarse grid, then outward, each from `count` rates `spacing` apart
+    around the optimum that the batch sizes done so far predict (as Prepared.neighbour_grid
+    does), walking out by that spacing (as Prepared.search_settings)."""
     lattice = S.settings(LearningRateConfig(values=COARSE), COARSE)
     done, queue, first = {}, [N.middle(SIZES)], {N.middle(SIZES): COARSE}
     while queue:
         size = queue.pop(0)
-        done[size] = _search(first[size], size)
+        walk = None if size == N.middle(SIZES) else N.released(lattice, spacing).walk
+        done[size] = _search(first[size], size, walk)
         for nxt in N.waiting_on(SIZES, size):
             optima = {b: N.optimum(r, list(FRACTIONS)) for b, r in done.items()}
-            first[nxt] = N.first_grid(N.predict(optima, nxt, N.DEFAULT_SLOPE), lattice, count)
+            first[nxt] = N.first_grid(N.predict(optima, nxt, N.DEFAULT_SLOPE), lattice, count,
+                                      spacing)
             queue.append(nxt)
     return done
 
@@ -119,13 +157,13 @@ def _true_optimum(size: int, fraction: float) -> float:
     return float(fine[np.nanargmin([nqm_steps(lr, size, fraction) or np.nan for lr in fine])])
 
 
-@pytest.mark.parametrize("count", [3, 1])
-def test_from_neighbours_the_search_brackets_the_true_optimum_at_fewer_runs(count):
+@pytest.mark.parametrize("count, spacing", [(3, None), (1, None), (3, 1.4)])
+def test_from_neighbours_the_search_brackets_the_true_optimum_at_fewer_runs(count, spacing):
     """On the NQM the optimum rises with B and then sits at the stability limit (lr 2): the
     line through the trained optima over-shoots there, and the search walks back. At every
     batch size and target the best ends bracketed within the resolution around the closed
     form's optimum, as from the whole coarse grid, with fewer runs in all."""
-    ours = _neighbours_protocol(count)
+    ours = _neighbours_protocol(count, spacing)
     whole = {b: _search(COARSE, b) for b in SIZES}
     lattice = S.settings(LearningRateConfig(values=COARSE), COARSE)
     for size in SIZES:  # every rate tried is its own lattice point: none a rounding apart
@@ -142,6 +180,14 @@ def test_from_neighbours_the_search_brackets_the_true_optimum_at_fewer_runs(coun
             assert hi / lo <= 1.25 * (1 + 1e-6)
     ours_runs, whole_runs = sum(map(len, ours.values())), sum(map(len, whole.values()))
     assert ours_runs < 0.8 * whole_runs, (ours_runs, whole_runs)
+
+
+def test_a_grid_spaced_closer_trains_fewer_runs_on_the_nqm():
+    """Three rates 1.37x apart (3 lattice steps) where the predictions hold, walked out 1.37x
+    at a time where they miss: 51 runs in all, against 68 from rates the half decade apart
+    (counted once from the closed form; both bracket every optimum, the test above)."""
+    count = lambda spacing: sum(map(len, _neighbours_protocol(3, spacing).values()))
+    assert (count(1.4), count(None)) == (51, 68)
 
 
 # ---------------------------------------------------------------- through the engine
@@ -190,6 +236,10 @@ def test_bad_values_and_what_neighbours_cannot_work_with_are_refused(tmp_path):
         config(SEARCHED, "learning_rate.first_grid=near")
     with pytest.raises(ConfigError, match="learning_rate.neighbour_rates: got 0"):
         config(SEARCHED, "learning_rate.neighbour_rates=0")
+    with pytest.raises(ConfigError, match="learning_rate.neighbour_spacing: got 1"):
+        config(SEARCHED, "learning_rate.neighbour_spacing=1")
+    with pytest.raises(ConfigError, match="learning_rate.neighbour_spacing: got 'wide'"):
+        config(SEARCHED, "learning_rate.neighbour_spacing=wide")
     with pytest.raises(ConfigError, match="learning-rate search is on"):
         config(SEARCHED, "learning_rate.search=false")
     with pytest.raises(ConfigError, match="optimizer momentum is a list"):
@@ -206,6 +256,7 @@ def test_before_release_a_batch_size_has_no_runs_and_the_middle_its_whole_grid(t
     assert {u.batch_size for u in p.units} == {16}
     assert len(p.batch_runs(16)) == 5 and p.batch_runs(8) == [] and p.batch_runs(32) == []
     assert set(p.specs) == {8, 16, 32}  # every batch size's program is known before compute
-    assert p.search_settings(8) == p.search_settings(32) == p.search_settings(16)
+    middle, released = p.search_settings(16), p.search_settings(8)  # one lattice
+    assert p.search_settings(32) == released == replace(middle, walk=N.lattice_steps(middle, 1.4))
     said = runner.budget_lines(p, p.batch_runs(16))
     assert said[0].startswith("to train: 5 runs") and "batch sizes 8, 32, each once" in said[-1]

@@ -21,7 +21,7 @@ from scaling.analysis.points import best_point
 from scaling.analysis.table import LRCurve
 from scaling.config import LearningRateConfig, from_dict
 from scaling.config.arithmetic import for_config
-from scaling.config.targets import Censored, Reach
+from scaling.config.targets import Censored
 from scaling.lr_curve import vertex
 from scaling.sweep import search as S
 from scaling.tasks.nqm import NQMOptions, spectra
@@ -286,25 +286,6 @@ def test_a_dominated_summary_reads_as_censored():
     r = S.reading(summary, ["a", "b"])
     assert r.steps == {"a": 50.0, "b": Censored(120.0)} and not r.diverged
     assert S.censored_steps(r) == {"b": 120.0}
-
-
-def test_a_running_run_is_censored_at_what_its_rule_can_still_read():
-    """Smoothed, window 2: at step 99 the windows up to step 49 have closed, so an undecided
-    crossing lies beyond the last of them, 40 (evaluated every 10 steps)."""
-    rows = [{"step": s, "eval_loss": 1.0} for s in range(0, 100, 10)]
-    reach = Reach("smoothed", 2.0)
-    targets = ["eval_loss<=0.5"]
-    read = lambda rows, reach, status: S.from_series(0.1, 0, S.columns(rows, targets, reach),
-                                                     targets, reach, status)
-    r = read(rows + [{"step": 99, "eval_loss": 1.0}], reach, "running")
-    assert r.steps == {"eval_loss<=0.5": Censored(40.0)} and r.running
-    done = read(rows, reach, "budget_exhausted")
-    assert done.steps == {"eval_loss<=0.5": None}
-    later = S.extend(S.columns(rows[:4], targets, reach), S.columns(rows[4:], targets, reach))
-    assert all(np.array_equal(a, b) for a, b in zip(later["eval_loss"],
-                                                    S.columns(rows, targets, reach)["eval_loss"]))
-    first = read(rows, Reach("first"), "running")
-    assert first.steps == {"eval_loss<=0.5": Censored(90.0)}
 
 
 # ---------------------------------------------------------------- stopping what cannot win

@@ -17,7 +17,8 @@ from scaling.analysis.analyze import clipped_reading
 from scaling.sweep import runner
 from scaling.sweep.grid import PlannedRun
 from scaling.config.names import OPTIMIZER_AXES, OPTIMIZER_TABLE
-from scaling.sweep.stopping import Dominance, axes_key, diverged
+from scaling.config.targets import Censored, Reach
+from scaling.sweep.stopping import Dominance, axes_key, columns, diverged, extend, from_series
 from scaling.train.spec import RunSpec
 from scaling.train.step import blown
 from tests.helpers import config
@@ -97,6 +98,25 @@ def test_a_run_far_slower_than_the_best_stops_and_the_best_with_its_neighbours_g
     stopper.rows([rows] * 4, 0.0, 4)
     assert stopper.decide([True] * 4).tolist() == [True, True, True, True]
     assert stopper.censored(0) == {"eval_loss<=0.3": 40.0}
+
+
+def test_a_running_run_is_censored_at_what_its_rule_can_still_read():
+    """Smoothed, window 2: at step 99 the windows up to step 49 have closed, so an undecided
+    crossing lies beyond the last of them, 40 (evaluated every 10 steps)."""
+    rows = [{"step": s, "eval_loss": 1.0} for s in range(0, 100, 10)]
+    reach = Reach("smoothed", 2.0)
+    targets = ["eval_loss<=0.5"]
+    read = lambda rows, reach, status: from_series(0.1, 0, columns(rows, targets, reach),
+                                                     targets, reach, status)
+    r = read(rows + [{"step": 99, "eval_loss": 1.0}], reach, "running")
+    assert r.steps == {"eval_loss<=0.5": Censored(40.0)} and r.running
+    done = read(rows, reach, "budget_exhausted")
+    assert done.steps == {"eval_loss<=0.5": None}
+    later = extend(columns(rows[:4], targets, reach), columns(rows[4:], targets, reach))
+    assert all(np.array_equal(a, b) for a, b in zip(later["eval_loss"],
+                                                    columns(rows, targets, reach)["eval_loss"]))
+    first = read(rows, Reach("first"), "running")
+    assert first.steps == {"eval_loss<=0.5": Censored(90.0)}
 
 
 def test_divergence_is_read_from_the_rows_as_the_engine_reads_it():

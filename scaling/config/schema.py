@@ -92,7 +92,8 @@ class LearningRateConfig:
     first_grid (with the search): grid, every batch size starts from the whole first grid;
     neighbours, only the middle batch size does, and the others, released outward as their
     neighbours' searches end, start from `neighbour_rates` rates centred on the optimum those
-    predict (scaling.sweep.neighbours).
+    predict, `neighbour_spacing` apart (default 1.4; null: the first grid's factor), and walk
+    outward by that spacing (scaling.sweep.neighbours).
     """
 
     mode: str = "grid"
@@ -114,6 +115,7 @@ class LearningRateConfig:
     floor: float | None = None
     first_grid: str = "grid"
     neighbour_rates: int = 3
+    neighbour_spacing: float | None = 1.4
 
     @property
     def searched(self) -> bool:

@@ -102,6 +102,11 @@ def _validate_search(lr: LearningRateConfig) -> None:
     need(isinstance(lr.neighbour_rates, int) and lr.neighbour_rates >= 1,
          "learning_rate.neighbour_rates", lr.neighbour_rates,
          "an integer >= 1 (the rates of a first grid centred on its neighbours' prediction)")
+    need(lr.neighbour_spacing is None or (isinstance(lr.neighbour_spacing, (int, float))
+                                          and lr.neighbour_spacing > 1),
+         "learning_rate.neighbour_spacing", lr.neighbour_spacing,
+         "a factor > 1 or null (the first grid's factor): the ratio between the rates of a "
+         "first grid centred on its neighbours' prediction")
 
 
 def _validate_neighbours(cfg: Config) -> None:

@@ -145,12 +145,16 @@ class Prepared:
 
     def search_settings(self, size: int) -> search.Settings:
         """A batch size's search settings: from its first grid, or with the first grid from
-        neighbours the middle's for all (one lattice: a rate a released grid holds is the
-        lattice's own, not one rounded into a distinct rate a hair away)."""
+        neighbours the middle's lattice for all (a rate a released grid holds is the
+        lattice's own, not one rounded into a distinct rate a hair away), a released batch
+        size walking outward by its grid's spacing."""
         cfg = self.cfg
-        if neighbours.enabled(cfg):
-            size = neighbours.middle(cfg.batch.sizes)
-        return search.settings(cfg.learning_rate, grid.first_rates(cfg, size, self.rounds))
+        if not neighbours.enabled(cfg):
+            return search.settings(cfg.learning_rate, grid.first_rates(cfg, size, self.rounds))
+        middle = neighbours.middle(cfg.batch.sizes)
+        lattice = search.settings(cfg.learning_rate, grid.first_rates(cfg, middle, self.rounds))
+        return lattice if size == middle else neighbours.released(
+            lattice, cfg.learning_rate.neighbour_spacing)
 
     def searched_done(self, size: int, finished: dict[str, dict[str, Any]]) -> bool:
         """Whether a batch size has a first grid, every run of it is `finished` and its search
@@ -174,12 +178,13 @@ class Prepared:
         if optima:
             predicted = neighbours.predict(optima, size, neighbours.default_slope(cfg))
             why = (f"centred on {predicted:.4g}, predicted from the optima at B = "
-                   + ", ".join(f"{b} ({lr:.4g})" for b, lr in optima.items()))
+                   + ", ".join(f"{b} ({optima[b]:.4g})" for b in neighbours.nearest(optima, size)))
         else:
             first = grid.first_rates(cfg, middle)
             predicted = math.sqrt(min(first) * max(first))
             why = f"centred on the middle of B = {middle}'s grid: no trained optimum yet"
-        rates = neighbours.first_grid(predicted, settings, cfg.learning_rate.neighbour_rates)
+        rates = neighbours.first_grid(predicted, settings, cfg.learning_rate.neighbour_rates,
+                                      cfg.learning_rate.neighbour_spacing)
         return search.Plan(tuple(rates), {"first grid": why})
 
     def cost(self, r: PlannedRun) -> int:

@@ -5,8 +5,8 @@ Pure functions of the runs' readings so far (numbers, no devices), so the sweep 
 between rounds and at chunk boundaries, and tests drive them with closed forms.
 
 - Bracket first: while a target's best learning rate is the lowest or highest tried, step
-  outward by the grid's factor (upward until a rate diverges or stops reaching the target;
-  downward no lower than the floor).
+  outward by the grid's factor, or a released grid's spacing (scaling.sweep.neighbours):
+  upward until a rate diverges or stops reaching the target, downward no lower than the floor.
 - Then resolve: once the best has a neighbour on each side, fit the parabola in (log rate,
   log steps) through the three (scaling.parabola) and train the lattice rate nearest its
   minimum with its two lattice neighbours, until the best is bracketed (`closed`: the
@@ -39,8 +39,7 @@ from typing import Any
 import numpy as np
 
 from scaling.config import Config, LearningRateConfig
-from scaling.config.targets import (Censored, Reach, crossing_in, parse_target, series,
-                                    undecided_bound)
+from scaling.config.targets import Censored
 from scaling.lr_curve import Curve
 from scaling.parabola import log_vertex
 
@@ -63,15 +62,27 @@ class RunReading:
 
 @dataclass(frozen=True)
 class Settings:
-    """factor: the outward step; resolution: the neighbours' ratio that ends a target's search;
-    max_rounds: rounds after the first grid; floor: the lowest rate a downward walk tries;
-    anchor: a rate of the first grid, which puts the refining rates on the grid's lattice."""
+    """factor: the first grid's spacing, which the lattice divides, and the outward step;
+    resolution: the neighbours' ratio that ends a target's search; max_rounds: rounds after the
+    first grid; floor: the lowest rate a downward walk tries; anchor: a rate of the first
+    grid, which puts the refining rates on the grid's lattice; walk: an outward step of this
+    many lattice steps instead of the factor (a first grid from neighbours spaced closer:
+    scaling.sweep.neighbours)."""
 
     factor: float = DEFAULT_FACTOR
     resolution: float = 1.25
     max_rounds: int = 5
     floor: float = 0.0
     anchor: float = 1.0
+    walk: int | None = None
+
+    def walked(self, lr: float, up: bool) -> float:
+        """`lr` one outward step up or down: by the factor, or `walk` lattice steps from the
+        lattice point nearest `lr` (the rate it gives is the lattice's own, not a product a
+        rounding away from it)."""
+        if self.walk is None:
+            return lr * self.factor if up else lr / self.factor
+        return self.on_lattice(self.lattice_index(lr) + (self.walk if up else -self.walk))
 
     @property
     def step(self) -> float:
@@ -145,7 +156,7 @@ def _outward(curve: Curve, best: int, s: Settings) -> tuple[list[float], str] | 
     lr = curve.lrs[best]
     asks, why = [], []
     if best == 0:
-        down = lr / s.factor
+        down = s.walked(lr, up=False)
         if down >= s.floor * (1 - 1e-9):
             asks.append(down)
             why.append(f"best {lr:.4g} is the lowest tried: one step down to {down:.4g}")
@@ -153,7 +164,7 @@ def _outward(curve: Curve, best: int, s: Settings) -> tuple[list[float], str] | 
             why.append(f"best {lr:.4g} is the lowest tried, and a step down would pass the "
                        f"floor {s.floor:.4g}")
     if best == len(curve.lrs) - 1:
-        up = lr * s.factor
+        up = s.walked(lr, up=True)
         asks.append(up)
         why.append(f"best {lr:.4g} is the highest tried: one step up to {up:.4g}")
     if not why:
@@ -210,17 +221,22 @@ def _refine(curve: Curve, best: int, s: Settings) -> tuple[list[float], str]:
 
 def _unreached(curve: Curve, s: Settings) -> tuple[list[float], str]:
     """No rate reached the target: step up past the highest if it did not diverge, down past
-    the lowest if every rate diverged; else done."""
+    the lowest if every rate diverged, or if the grid is a released one (`walk`: a few lattice
+    steps wide, so a rate below it may reach what the rates just under divergence do not);
+    else done (a whole first grid spans the rates that could)."""
     top, bottom = curve.lrs[-1], curve.lrs[0]
-    if curve.diverged.all():
-        down = bottom / s.factor
-        if down >= s.floor * (1 - 1e-9):
-            return [down], f"every rate diverged: one step down to {down:.4g}"
-        return [], f"done: every rate diverged, down to the floor {s.floor:.4g}"
     if not curve.diverged[-1]:
-        return [top * s.factor], (f"no rate reached it and the highest, {top:.4g}, did not "
-                                  f"diverge: one step up to {top * s.factor:.4g}")
-    return [], "done: no rate reached it below the rates that diverge"
+        up = s.walked(top, up=True)
+        return [up], (f"no rate reached it and the highest, {top:.4g}, did not diverge: one "
+                      f"step up to {up:.4g}")
+    if not (curve.diverged.all() or s.walk is not None):
+        return [], "done: no rate reached it below the rates that diverge"
+    down = s.walked(bottom, up=False)
+    why = "every rate diverged" if curve.diverged.all() else \
+        f"no rate reached it, the highest diverged and the lowest, {bottom:.4g}, did not"
+    if down >= s.floor * (1 - 1e-9):
+        return [down], f"{why}: one step down to {down:.4g}"
+    return [], f"done: {why}, down to the floor {s.floor:.4g}"
 
 
 def target_rates(curve: Curve, s: Settings) -> tuple[list[float], str]:
@@ -328,37 +344,6 @@ def dominated(runs: list[RunReading], targets: list[str], margin: float,
     for target in targets:
         keep |= _kept(cells(runs, target), margin, near)
     return [r.running and rate_key(r.learning_rate) not in keep for r in runs]
-
-
-Columns = dict[str, tuple[np.ndarray, np.ndarray]]
-
-
-def columns(rows: list[dict[str, Any]], targets: list[str], reach: Reach) -> Columns:
-    """The (steps, values) series of the columns `reach` reads for `targets`, from metric rows;
-    a stopper keeps these as rows arrive (`extend`) rather than scanning every row again."""
-    return {c: series(rows, c) for c in {reach.column(parse_target(t)[0]) for t in targets}}
-
-
-def extend(kept: Columns, new: Columns) -> Columns:
-    """`kept` with the series of later rows appended."""
-    return {c: tuple(np.concatenate([a, b]) for a, b in zip(kept[c], new[c])) for c in kept}
-
-
-def from_series(learning_rate: float, seed: int, series_of: Columns, targets: list[str],
-                reach: Reach, status: str) -> RunReading:
-    """A run's reading from its series so far (`columns` of its rows, at a chunk boundary):
-    `status` running gives Censored steps where a target is not yet decided, any other status
-    None there."""
-    running = status == "running"
-    steps: dict[str, Steps] = {}
-    for t in targets:
-        target = parse_target(t)
-        column = series_of[reach.column(target[0])]
-        value = None if status == "diverged" else crossing_in(*column, target, reach)
-        if value is None and running:
-            value = Censored(undecided_bound(column[0], reach))
-        steps[t] = value
-    return RunReading(learning_rate, seed, steps, status == "diverged", running)
 
 
 def censored_steps(reading: RunReading) -> dict[str, float]:

@@ -2,8 +2,9 @@
 
 A `Dominance` is a sink of one group (it keeps its runs' rows, counted) and the group's stopper
 (scaling.train.loop.Stopper): after each chunk the loop folds in, it reads every run of the
-batch size, this group's from their rows and the others' from their summaries, and names the
-running runs scaling.sweep.search.dominated says may stop. Runs are compared only with runs of
+batch size, this group's from their rows (the series its reach rule reads, kept as rows
+arrive: `columns`, `from_series`) and the others' from their summaries, and names the running
+runs scaling.sweep.search.dominated says may stop. Runs are compared only with runs of
 the same optimizer scalars (grid axes other than the learning rate), as the analysis does.
 """
 
@@ -17,10 +18,43 @@ import numpy as np
 from scaling import store
 from scaling.config import Config
 from scaling.config.names import OPTIMIZER_AXES
+from scaling.config.targets import (Censored, Reach, crossing_in, parse_target, series,
+                                    undecided_bound)
 from scaling.sweep import search
 from scaling.sweep.grid import PlannedRun
 from scaling.train.sinks import Records, Sink
 from scaling.train.step import blown
+
+
+Columns = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def columns(rows: list[dict[str, Any]], targets: list[str], reach: Reach) -> Columns:
+    """The (steps, values) series of the columns `reach` reads for `targets`, from metric rows;
+    a stopper keeps these as rows arrive (`extend`) rather than scanning every row again."""
+    return {c: series(rows, c) for c in {reach.column(parse_target(t)[0]) for t in targets}}
+
+
+def extend(kept: Columns, new: Columns) -> Columns:
+    """`kept` with the series of later rows appended."""
+    return {c: tuple(np.concatenate([a, b]) for a, b in zip(kept[c], new[c])) for c in kept}
+
+
+def from_series(learning_rate: float, seed: int, series_of: Columns, targets: list[str],
+                reach: Reach, status: str) -> search.RunReading:
+    """A run's reading from its series so far (`columns` of its rows, at a chunk boundary):
+    `status` running gives Censored steps where a target is not yet decided, any other status
+    None there."""
+    running = status == "running"
+    steps: dict[str, search.Steps] = {}
+    for t in targets:
+        target = parse_target(t)
+        column = series_of[reach.column(target[0])]
+        value = None if status == "diverged" else crossing_in(*column, target, reach)
+        if value is None and running:
+            value = Censored(undecided_bound(column[0], reach))
+        steps[t] = value
+    return search.RunReading(learning_rate, seed, steps, status == "diverged", running)
 
 
 def axes_key(run: PlannedRun) -> tuple:
@@ -73,10 +107,10 @@ class Dominance(Sink):
     def rows(self, records: Records, wall_s: float, running: int) -> None:
         for i, rows in enumerate(records):
             self.kept[i].extend(rows)
-            self.series[i] = search.extend(self.series[i], self._columns(rows))
+            self.series[i] = extend(self.series[i], self._columns(rows))
 
-    def _columns(self, rows: list[dict[str, Any]]) -> search.Columns:
-        return search.columns(rows, self.cfg.targets, self.cfg.reached.reach)
+    def _columns(self, rows: list[dict[str, Any]]) -> Columns:
+        return columns(rows, self.cfg.targets, self.cfg.reached.reach)
 
     def reading(self, i: int, running: bool) -> search.RunReading:
         """Run i of the group as the search reads it now: read again only when rows arrived
@@ -90,8 +124,8 @@ class Dominance(Sink):
         r, cfg = self.group[i], self.cfg
         status = ("running" if running or self.stopped[i] else
                   "diverged" if diverged(self.kept[i], cfg.train.divergence_factor) else "ended")
-        reading = search.from_series(r.spec.learning_rate, r.spec.seed, self.series[i],
-                                     cfg.targets, cfg.reached.reach, status)
+        reading = from_series(r.spec.learning_rate, r.spec.seed, self.series[i],
+                              cfg.targets, cfg.reached.reach, status)
         return reading if running else dataclasses.replace(reading, running=False)
 
     def decide(self, running: np.ndarray) -> np.ndarray:
