@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from scaling.analysis.intervals import describe
+from scaling.config.load import load_folder
+from scaling.sweep.segments import planned_segments
 from search_cost import against_floor
 from scaling.formatting import estimate, interval, number as num, short_number, span
 
@@ -291,7 +294,11 @@ def neighbours_fields(results: Path) -> dict:
     moved = max(((g["name"], p, q) for g, o in pairs for p, q in zip(g["points"], o["points"])),
                 key=lambda m: abs(math.log(m[2]["steps"] / m[1]["steps"])))
     millions = lambda n: f"{n / 1e6:.1f}M"
+    spans = [math.log(o["b_crit_ci"][1] / o["b_crit_ci"][0])
+             / math.log(g["b_crit_ci"][1] / g["b_crit_ci"][0])
+             for g, o in pairs if g.get("b_crit_ci") and o.get("b_crit_ci")]
     return dict(runs_grid=num(runs(grid)), runs_ours=num(runs(ours)),
+                widths=_x(statistics.median(spans)) if spans else "-",
                 floors=_floor_sentence(results, millions),
                 examples_grid=millions(cost(grid)), examples_ours=millions(cost(ours)),
                 moved_target=moved[0], moved_b=num(moved[1]["batch_size"]),
@@ -309,8 +316,8 @@ NEIGHBOURS = """\
 [quickstart_neighbours/](quickstart_neighbours/report.md) is the quickstart with
 `learning_rate.first_grid: neighbours` (`python experiments/run_study.py quickstart
 learning_rate.first_grid=neighbours --out results/quickstart_neighbours`): the middle batch size
-trains the whole first grid, the others start from the rates their searched neighbours predict
-and search on from there. It trained {runs_ours} runs and {examples_ours} examples where the
+trains the whole first grid, the others start from a few rates close together, centred on the
+optimum the two nearest searched batch sizes predict, and search on from there. It trained {runs_ours} runs and {examples_ours} examples where the
 whole first grid took {runs_grid} and {examples_grid} ({ratio}x the examples). The best rate
 tried is the same in {same} of the {points} (batch size, target) points.{floors}
 
@@ -322,8 +329,10 @@ tried is the same in {same} of the {points} (batch size, target) points.{floors}
 steps that moved most are at {moved_target}, B = {moved_b}: {moved_grid} from the whole grid,
 {moved_ours} from neighbours ({moved_lr}): the cross-fitted selection picks among the rates
 around the best on held-out seeds, and those rates differ between the two sweeps. Where it is
-weak: the batch sizes wait on their neighbours, so groups are narrower and
-the sweep runs in one process (no shards); wall times were not measured side by side.
+weak: its B_crit intervals span {widths}x the whole grid's in log (median over targets): with
+fewer rates around each best, the selection on held-out seeds moves more between seeds; the
+batch sizes wait on their neighbours, so groups are narrower and the sweep runs in one
+process (no shards); wall times were not measured side by side.
 """
 
 # -- adam_surge ---------------------------------------------------------------------------------
@@ -795,18 +804,34 @@ def ramps_mnist1d_fields(results: Path) -> dict:
     return {**out, "verdict": verdict, "rules": rule_text}
 
 
+def _first_changes(folder: Path) -> dict[str, int]:
+    """Each fixed batch-size schedule's first change, in examples, as the study planned it
+    (scaling.sweep.segments, from the folder's sweep.yaml)."""
+    cfg = load_folder(folder / "sweep.yaml")
+    changes = {}
+    for sched in cfg.batch.schedules:
+        if sched.kind != "noise_scale":
+            segs = planned_segments(cfg, sched)
+            if len(segs) > 1:
+                changes[sched.label] = segs[1].examples_before
+    return changes
+
+
 def ramps_charlm_fields(results: Path) -> dict:
     """The batch ramps on charlm with Adam under a cosine against the fixed batches, with where
-    in the budget each ramp reaches its hardest target."""
+    in the budget each ramp reaches its hardest target, before or after its first change."""
     a, out = _ramps(results, "ramps_charlm")
     budget = _load(results / "ramps_charlm" / "arithmetic.json")[0]["examples"]
+    changes = _first_changes(results / "ramps_charlm")
     where = []
     for s in a["schedules"]:
         reached = [t for t in s["targets"] if t["reached"]]
         if reached:
             last = max(reached, key=lambda t: t["examples"])
-            at = (f", its switch at {s['settings']['at'][0]:g} of it" if s["kind"] == "switch"
-                  else "")
+            change = changes.get(s["name"])
+            at = "" if change is None else (
+                f", {'after' if last['examples'] > change else 'before'} its first change at "
+                f"{num(change)}")
             where.append(f"{s['name']} at {num(last['examples'])} examples "
                          f"({_pct(last['examples'] / budget)} of the budget{at})")
     return {**out, "budget": num(budget), "where": "; ".join(where)}

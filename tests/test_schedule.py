@@ -18,7 +18,7 @@ from scaling.analysis.nqm_reference import phases_expected_loss
 from scaling.config import BatchScheduleConfig, ConfigError
 from scaling.config import arithmetic as plan
 from scaling.sweep import runner
-from scaling.sweep.segments import phase_plan, static_segments
+from scaling.sweep.segments import describe, phase_plan, planned_segments, static_segments
 from scaling.sweep import prepare as prepare_mod
 from tests.helpers import assert_same, comparable, config
 
@@ -58,6 +58,18 @@ def test_doubling_segments_count_steps_and_examples_exactly():
     # The last phase ends where its program does: the budget's first whole step, as a fixed
     # batch of 48 ends (134 steps, 6,432 examples).
     assert b.end == 134 and b.examples(b.end) == 1008 + (134 - 21) * 48 == arith[48].examples
+
+
+def test_the_planned_segments_are_the_plans_phases_on_each_programs_arithmetic():
+    """planned_segments sets up what test_doubling_segments_... works by hand from the
+    config alone; `scaling plan` prints them."""
+    cfg = config(NQM, "batch.schedules=[{kind: doubling, start: 8, at: [0.25, 0.5], max: 64}]")
+    segs = planned_segments(cfg, cfg.batch.schedules[0])
+    assert [(s.batch_size, s.steps_before, s.examples_before) for s in segs] == \
+        [(8, 0, 0), (16, 200, 1600), (32, 300, 3200)]
+    assert describe(cfg, cfg.batch.schedules[0]).endswith(
+        "batch 16 for steps 200-300 (1,600-3,200 examples); batch 32 for steps 300-400 "
+        "(3,200-6,400 examples); 400 steps in all")
 
 
 def test_steps_in_tokens_are_cut_to_whole_sequences():

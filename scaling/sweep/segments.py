@@ -124,6 +124,16 @@ def phase_learning_rate(sched: BatchScheduleConfig, lr: float, batch_size: int) 
     return scaled_lr(sched.lr_rule, batch_size, sched.first_batch, lr)
 
 
+def planned_segments(cfg: Config, sched: BatchScheduleConfig, data_shards: int = 1
+                     ) -> list[Segment]:
+    """A fixed schedule's segments as planned (not a noise_scale one, which follows its runs):
+    where each batch size trains, in the run's steps and examples."""
+    budget = for_config(cfg, sched.first_batch, data_shards).examples
+    arith = {b: for_config(cfg, b, data_shards) for b in sched.batch_sizes}
+    return static_segments(as_static(cfg, sched, arith[sched.first_batch]), budget, arith,
+                           task_class(cfg.task.name).tokens_per_example(cfg.task.options))
+
+
 def describe(cfg: Config, sched: BatchScheduleConfig, data_shards: int = 1) -> str:
     """One schedule's plan for `scaling plan` and --dry-run: each phase's batch, its steps in
     the run's own count and its examples; a noise_scale schedule's rule."""
@@ -135,9 +145,7 @@ def describe(cfg: Config, sched: BatchScheduleConfig, data_shards: int = 1) -> s
         return (f"{head} from batch {sched.start}, doubling up to {sched.max} whenever a run's "
                 f"B_simple exceeds {sched.multiple:g} x its batch (checked at every chunk "
                 f"boundary, train.chunk_steps), within {budget:,} examples")
-    arith = {b: for_config(cfg, b, data_shards) for b in sched.batch_sizes}
-    segs = static_segments(as_static(cfg, sched, arith[sched.first_batch]), budget, arith,
-                           task_class(cfg.task.name).tokens_per_example(cfg.task.options))
+    segs = planned_segments(cfg, sched, data_shards)
     parts = [f"batch {s.batch_size} for steps {s.steps_before:,}-{s.step(s.end):,} "
              f"({s.examples_before:,}-{s.examples(s.end):,} examples)" for s in segs]
     return f"{head} " + "; ".join(parts) + f"; {segs[-1].step(segs[-1].end):,} steps in all"
