@@ -329,10 +329,10 @@ tried is the same in {same} of the {points} (batch size, target) points.{floors}
 steps that moved most are at {moved_target}, B = {moved_b}: {moved_grid} from the whole grid,
 {moved_ours} from neighbours ({moved_lr}): the cross-fitted selection picks among the rates
 around the best on held-out seeds, and those rates differ between the two sweeps. Where it is
-weak: its B_crit intervals span {widths}x the whole grid's in log (median over targets): with
-fewer rates around each best, the selection on held-out seeds moves more between seeds; the
-batch sizes wait on their neighbours, so groups are narrower and the sweep runs in one
-process (no shards); wall times were not measured side by side.
+weak: its B_crit intervals span {widths}x the whole grid's in log (median over targets), a
+cause not traced here (not the cross-fitted selection: re-analysed with `--lr-selection min`,
+they stay about as wide); the batch sizes wait on their neighbours, so groups are narrower and
+the sweep runs in one process (no shards); wall times were not measured side by side.
 """
 
 # -- adam_surge ---------------------------------------------------------------------------------

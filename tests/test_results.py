@@ -177,7 +177,7 @@ def test_results_prose_follows_the_studies_files(tmp_path):
         for need in section.needs:
             folder = (root / need).parent
             folder.mkdir(parents=True, exist_ok=True)
-            for extra in ("study.json",):
+            for extra in ("study.json", "sweep.yaml"):
                 if (RESULTS / need).parent.joinpath(extra).is_file():
                     shutil.copy((RESULTS / need).parent / extra, folder / extra)
             (root / need).write_text(json.dumps(_perturbed(json.loads((RESULTS / need).read_text()))))
