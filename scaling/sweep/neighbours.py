@@ -83,9 +83,8 @@ def nearest(optima: dict[int, float], size: int) -> list[int]:
 def predict(optima: dict[int, float], size: int, slope: float) -> float:
     """The optimum at `size` from the NEAREST trained batch sizes' `optima` (nearest in log B):
     their line in log-log, the slope within [0, 1]; `slope` where only one batch size is
-    known. Only the nearest, since the optimum bends (it levels off at large batches, where a
-    line through every batch size over-shoots: on the quickstart by 2.3x at B = 4,096, 1.4x
-    through the nearest two)."""
+    known. Only the nearest, since the optimum bends: it levels off at large batches, where a
+    line through every batch size over-shoots."""
     logs = np.log(np.array(sorted((b, optima[b]) for b in nearest(optima, size)), float))
     if len(logs) > 1 and np.ptp(logs[:, 0]) > 0:
         slope = float(np.polyfit(logs[:, 0], logs[:, 1], 1)[0])
