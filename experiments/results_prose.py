@@ -742,7 +742,8 @@ def _catch_up_sentence(s: dict) -> str:
     c = s["catch_up"]
     if not c:
         return f"{s['name']}: no switch"
-    head = f"{s['name']} (its last switch at {num(c['switch_examples'])} examples)"
+    head = s["name"] if c["switch_examples"] is None else \
+        f"{s['name']} (its last switch at {num(c['switch_examples'])} examples)"
     if c["examples"] is None:
         return f"{head}: {c['interval']['why']}"
     return (f"{head}: {num(c['examples'])} {interval(c['examples_ci'])} examples later "
@@ -897,7 +898,7 @@ run at the final batch size): {catch}.
 
 Where this is weak: {seeds}; Seesaw's equivalence is proved for SGD, and its Adam rule is the
 paper's, not measured against the alternative here; the switch and the linear ramp keep the rate
-that batch {first} chose, which suits Adam here (its optimum barely moves with the batch:
+that batch {first} chose, which suits Adam here (its optimum moves far less than the batch:
 results/charlm) but is not chosen per batch; targets unreached by every seed of some batch size:
 {unreached}; a reading window that straddles a switch mixes batch sizes; the catch-up's
 jackknife interval over so few seeds is wide, cut at 0 where it would run below.
