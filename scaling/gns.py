@@ -174,4 +174,4 @@ def exact_statistics(per_example_loss: Callable[[Any, Any], jax.Array], params: 
     centred = grads - mean
     return ExactStatistics(float(mean @ mean), float((centred ** 2).sum(1).mean()),
                            float(mean @ hessian @ mean),
-                           float(np.einsum("ni,ij,nj->", centred, hessian, centred) / len(grads)))
+                           float(((centred @ hessian) * centred).sum() / len(grads)))
