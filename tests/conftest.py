@@ -20,6 +20,14 @@ import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Most tests' programs are tiny and compile far longer than they train: on CPU, LLVM's
+# optimisation is off for them (XLA's program and its semantics are unchanged; code generation
+# takes about half the time, the code runs slower). Tests marked `optimised` train far longer
+# than they compile and get level 1, which trains as fast as the default. A level named in
+# XLA_FLAGS is kept. The tests' subprocesses inherit the flag (tests.helpers.xla_flags).
+OPT_LEVEL = "xla_backend_optimization_level"
+if os.environ["JAX_PLATFORMS"] == "cpu" and OPT_LEVEL not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += f" --{OPT_LEVEL}=0"
 # On an accelerator (JAX_PLATFORMS=cuda) the tests' subprocesses share the device with pytest's
 # own process: each taking 75% of its memory up front, as JAX does by default, starves them.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -32,7 +40,7 @@ os.environ["XDG_CACHE_HOME"] = os.environ[RUN_CACHE]
 import jax  # noqa: E402  (after the device flags)
 import pytest  # noqa: E402
 
-from scaling.train import compile_cache  # noqa: E402
+from scaling.train import compile_cache, program  # noqa: E402
 
 compile_cache.enable(None)  # the run's folder (XDG_CACHE_HOME above), as `scaling sweep` does
 
@@ -40,6 +48,8 @@ compile_cache.enable(None)  # the run's folder (XDG_CACHE_HOME above), as `scali
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "devices(n): needs n devices; skipped, saying why, on "
                                        "a machine with fewer (e.g. one GPU)")
+    config.addinivalue_line("markers", "optimised: its runs train far longer than they "
+                                       "compile: compiled with LLVM's optimisation on (CPU)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -47,8 +57,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(os.environ[RUN_CACHE], ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the module's fixtures, whose sweeps it compiles
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a test marked devices(n) where jax sees fewer than n devices."""
+    """Skip a test marked devices(n) where jax sees fewer than n devices; compile an `optimised`
+    test's programs at LLVM's level 1 (the engine's CPU compiler options override XLA_FLAGS)."""
+    if item.get_closest_marker("optimised") is not None:
+        program.CPU_COMPILER_OPTIONS[OPT_LEVEL] = 1
+    else:
+        program.CPU_COMPILER_OPTIONS.pop(OPT_LEVEL, None)
     mark = item.get_closest_marker("devices")
     if mark is not None and jax.device_count() < mark.args[0]:
         pytest.skip(f"needs {mark.args[0]} devices, found {jax.device_count()}; on CPU, "

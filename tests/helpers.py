@@ -9,6 +9,7 @@ small sweep on disk.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -177,6 +178,14 @@ def assert_throughput(out: Path, resumed: bool = False) -> int:
 
 
 # ---------------------------------------------------------------- the CLI as a process
+
+
+def xla_flags(devices: int) -> str:
+    """This run's XLA flags (tests/conftest.py sets them) with `devices` simulated CPU devices,
+    for a process started with a device count of its own."""
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split()
+            if not f.startswith("--xla_force_host_platform_device_count")]
+    return " ".join([f"--xla_force_host_platform_device_count={devices}", *kept])
 
 
 def scaling_process(*args: str) -> subprocess.Popen:

@@ -20,6 +20,7 @@ from scaling import config as config_mod, store
 from scaling.store import claims
 from scaling.sweep import runner
 from scaling.train.repack import Packing
+from tests.helpers import xla_flags
 
 # Digits, three learning rates (0.05 and 0.2 reach the target and stop, 3.0 trains to the end,
 # so the group is repacked mid-way), 30 chunks of 10 steps, a checkpoint at every boundary.
@@ -200,7 +201,7 @@ def test_the_packing_survives_its_json_round_trip():
 
 
 def _sweep(config: Path, out: Path, devices: int) -> subprocess.Popen:
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(devices))
     return subprocess.Popen([sys.executable, "-m", "scaling.cli", "sweep", str(config), "--out",
                              str(out), "--no-analyze"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)

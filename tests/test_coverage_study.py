@@ -39,6 +39,7 @@ def test_width_dof_is_two_over_the_squared_half_widths_cv_squared(coverage):
 
 
 @pytest.mark.slow
+@pytest.mark.optimised
 def test_the_harness_on_a_tiny_nqm(coverage, monkeypatch):
     """One spectrum, 4 batch sizes, 6 seeds: two 3-seed groups per method and six 1-seed groups,
     each with B_crit near the closed form; the 3-seed intervals (loose: at least one of the two

@@ -20,7 +20,7 @@ from scaling.train.spec import RunSpec, group_spec
 from tests.helpers import config, curves, train
 
 GPT = {"task": {"name": "charlm", "corpus_chars": 20000, "seq_len": 16},
-       "model": {"name": "gpt", "d_model": 64, "num_layers": 2, "num_heads": 4},
+       "model": {"name": "gpt", "d_model": 64, "num_layers": 1, "num_heads": 4},
        "optimizer": {"name": "adam"}, "batch": {"sizes": [16]},
        "learning_rate": {"values": [0.003], "search": False}, "budget": {"max_steps": 100},
        "eval": {"every": 10, "points_per_decade": 0}, "seeds": [0], "gns": {"groups": 4},

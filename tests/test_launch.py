@@ -22,7 +22,7 @@ from scaling.cli import train as train_cli
 from scaling.cli.parser import build_parser
 from scaling.config import load
 from scaling.sweep import grid, launch, runner, watch
-from tests.helpers import assert_same, on_disk, write_config
+from tests.helpers import assert_same, on_disk, write_config, xla_flags
 
 try:  # imported here, not under capsys: submitit's logging keeps the sys.stdout of its import
     import submitit
@@ -207,7 +207,7 @@ def test_a_rerun_submits_only_the_shards_with_work_left(reference, tmp_path):
 def test_a_task_over_two_processes_joins_them_and_equals_the_local_sweep(reference, tmp_path,
                                                                          monkeypatch):
     monkeypatch.setenv(launch.CLUSTER_ENV, "local")
-    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # 2 x 4 = 8
+    monkeypatch.setenv("XLA_FLAGS", xla_flags(4))  # 2 x 4 = 8
     config, local_out = reference
     out = tmp_path / "nodes"
     assert _sweep(config, out, "--launcher", "slurm", "--jobs", "1", "--nodes", "2", "--wait",

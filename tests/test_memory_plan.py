@@ -25,7 +25,7 @@ from tests.helpers import SWEEP, assert_same, comparable, config
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT = {"task": {"name": "charlm", "corpus_chars": 20000, "seq_len": 16},
-       "model": {"name": "gpt", "d_model": 64, "num_layers": 2, "num_heads": 4},
+       "model": {"name": "gpt", "d_model": 64, "num_layers": 1, "num_heads": 4},
        "optimizer": {"name": "adam"}, "batch": {"sizes": [16]},
        "learning_rate": {"values": [0.003], "search": False}, "budget": {"max_steps": 20},
        "eval": {"every": 10, "points_per_decade": 0}, "seeds": [0], "targets": [],

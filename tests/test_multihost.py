@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import xla_flags
+
 CONFIG = """
 name: multihost
 task: {name: digits}
@@ -36,7 +38,7 @@ def free_port() -> int:
 def launch(config: Path, out: Path, devices: int, extra_env: dict[str, str],
            *overrides: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCALING_")}
-    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
+    env.update(XLA_FLAGS=xla_flags(devices), JAX_PLATFORMS="cpu",
                **extra_env)
     cmd = [sys.executable, "-m", "scaling.cli", "train", str(config), *overrides, "--out", str(out),
            "--quiet"]

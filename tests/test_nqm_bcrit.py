@@ -26,6 +26,8 @@ from scaling.config.targets import first_crossing
 from scaling.sweep import runner
 from scaling.tasks.nqm import spectra
 
+pytestmark = pytest.mark.optimised  # its sweeps train far longer than they compile
+
 SIZES = [4, 8, 16, 32, 64, 128, 256, 512]
 LRS = [float(v) for v in np.geomspace(0.1, 1.9, 8)]
 # name: (task options, targets as fractions of the starting loss, seeds, step budget). With

@@ -7,6 +7,8 @@ import pytest
 
 from tests.test_nqm_bcrit import b_crit_ratios, spectrum_sweep
 
+pytestmark = pytest.mark.optimised  # its sweeps train far longer than they compile
+
 # Five rates half a decade apart, below the large batches' optimum.
 COARSE = [0.01, 0.0316228, 0.1, 0.316228, 1.0]
 

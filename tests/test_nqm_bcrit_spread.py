@@ -7,6 +7,8 @@ import pytest
 
 from tests.test_nqm_bcrit import b_crit_ratios, intervals_holding, spectrum_sweep
 
+pytestmark = pytest.mark.optimised  # its sweeps train far longer than they compile
+
 
 @pytest.fixture(scope="module")
 def spread(tmp_path_factory) -> tuple[dict, list[float]]:
