@@ -1,8 +1,8 @@
 """Tests run with 8 simulated CPU devices (README's test command); set before jax is imported.
 
-Only what must be a fixture or a hook lives here: the device flags, the run's own cache
-folder, the `devices` marker and `scaling_log`. The builders the test files share are plain
-functions in tests/helpers.py.
+Only what must be a fixture or a hook lives here: the device and compile flags, the run's own
+cache folder, the `devices` and `optimised` markers and `scaling_log`. The builders the test
+files share are plain functions in tests/helpers.py.
 
 The run's caches (compiled programs, generated data) live in a fresh folder that the test
 workers share and that is removed at the end: the suite neither reads nor fills the user's
