@@ -13,6 +13,7 @@ folder to use instead and keep (warm caches while developing).
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import shutil
@@ -50,6 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "a machine with fewer (e.g. one GPU)")
     config.addinivalue_line("markers", "optimised: its runs train far longer than they "
                                        "compile: compiled with LLVM's optimisation on (CPU)")
+    # pytest-xdist's --dist loadfile hands out the files with the most tests first, which put the
+    # longest files (one or two tests of a minute each) last, trained by one worker while the
+    # other idled; the order of the collection below decides instead.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with an `optimised` test first (the longest, so that they do not end the run on one
+    worker), then the files with the most tests, as pytest-xdist orders them by default."""
+    file_of = lambda item: item.nodeid.split("::")[0]
+    counts = collections.Counter(file_of(item) for item in items)
+    long = {file_of(item) for item in items if item.get_closest_marker("optimised")}
+    items.sort(key=lambda item: (file_of(item) not in long, -counts[file_of(item)], file_of(item)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
