@@ -27,7 +27,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # than they compile and get level 1, which trains as fast as the default. A level named in
 # XLA_FLAGS is kept. The tests' subprocesses inherit the flag (tests.helpers.xla_flags).
 OPT_LEVEL = "xla_backend_optimization_level"
-if os.environ["JAX_PLATFORMS"] == "cpu" and OPT_LEVEL not in os.environ["XLA_FLAGS"]:
+_LEVEL_HERE = os.environ["JAX_PLATFORMS"] == "cpu" and OPT_LEVEL not in os.environ["XLA_FLAGS"]
+if _LEVEL_HERE:
     os.environ["XLA_FLAGS"] += f" --{OPT_LEVEL}=0"
 # On an accelerator (JAX_PLATFORMS=cuda) the tests' subprocesses share the device with pytest's
 # own process: each taking 75% of its memory up front, as JAX does by default, starves them.
@@ -75,8 +76,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before the module's fixtures, whose sweeps it compiles
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a test marked devices(n) where jax sees fewer than n devices; compile an `optimised`
-    test's programs at LLVM's level 1 (the engine's CPU compiler options override XLA_FLAGS)."""
-    if item.get_closest_marker("optimised") is not None:
+    test's programs at LLVM's level 1 where level 0 is this file's (the engine's CPU compiler
+    options override XLA_FLAGS per program, so a level the caller named is left alone)."""
+    if _LEVEL_HERE and item.get_closest_marker("optimised") is not None:
         program.CPU_COMPILER_OPTIONS[OPT_LEVEL] = 1
     else:
         program.CPU_COMPILER_OPTIONS.pop(OPT_LEVEL, None)
