@@ -99,7 +99,7 @@ def test_a_seed_that_never_catches_up_leaves_no_mean():
     mine, theirs = _records({0: 500, 1: 1e9})
     got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
     assert got["examples"] is None and got["per_seed"] == {"0": 1200, "1": None}
-    assert got["interval"]["why"] == "never came within the tolerance within the budget at seed 1"
+    assert got["interval"]["why"] == "never came within the tolerance where both ran at seed 1"
 
 
 def test_a_fixed_run_that_stopped_before_the_catch_up_is_not_read_not_never():
@@ -110,9 +110,21 @@ def test_a_fixed_run_that_stopped_before_the_catch_up_is_not_read_not_never():
     got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
     assert got["examples"] is None and got["per_seed"] == {"0": 1200, "1": None}
     assert got["interval"]["why"] == (
-        "the fixed batch 64 run stopped at its targets before the scheduled run came within the "
-        "tolerance (train.stop_at_targets: false trains it to the budget) at seed 1 (at 1,500 "
-        "examples)")
+        "the fixed batch 64 run stopped before its budget and before the scheduled run came "
+        "within the tolerance (train.stop_at_targets: false trains it to the budget) at seed 1 "
+        "(at 1,500 examples)")
+
+
+def test_a_fixed_run_that_ended_at_its_budget_is_read_to_there():
+    """The same fixed run ending at 1,500 examples at its budget (the scheduled run trained
+    on past it to read its targets): not a stop. Seed 1 is read where both ran, from the
+    switch at 1,000 to 1,500, and is 10% x exp(-d / 500) >= 3.7% above there: never within."""
+    mine, theirs = _records({0: 500, 1: 500})
+    theirs[1]["metrics"] = [r for r in theirs[1]["metrics"] if r["examples"] <= 1500]
+    theirs[1]["summary"] = {"status": "budget_exhausted"}
+    got = catch_up(mine, theirs, 0.1, 64, 0.2, "eval_loss")
+    assert got["per_seed"] == {"0": 1200, "1": None}
+    assert got["interval"]["why"] == "never came within the tolerance where both ran at seed 1"
 
 
 def test_a_run_better_than_the_fixed_one_after_the_switch_is_ahead_not_behind():
@@ -127,7 +139,7 @@ def test_a_run_better_than_the_fixed_one_after_the_switch_is_ahead_not_behind():
     assert got["interval"]["why"].startswith("stayed ahead of the fixed batch 64 run")
     assert "seed 0, 1" in got["interval"]["why"]
     behind = catch_up(*_records({0: 1e9, 1: 1e9}), 0.1, 64, 0.2, "eval_loss")
-    assert behind["interval"]["why"] == "never came within the tolerance within the budget at seed 0, 1"
+    assert behind["interval"]["why"] == "never came within the tolerance where both ran at seed 0, 1"
 
 
 def test_a_switch_schedules_analysis_gives_its_catch_up(tmp_path):

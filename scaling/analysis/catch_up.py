@@ -76,26 +76,28 @@ def _last(rows: list[dict], metric: str) -> float:
 
 def _why_none(paired: list[tuple[int, dict, dict, int]], per_seed: dict[str, float | None],
               final_batch: int, metric: str, lower_is_better: bool) -> str:
-    """Why a schedule has no mean catch-up, seed by seed: its fixed run stopped (its targets
-    read) more than 1% of the budget before the scheduled run ended, so it cannot say; the
-    scheduled run stayed ahead of the fixed one; or it never came within the tolerance."""
+    """Why a schedule has no mean catch-up, seed by seed: its fixed run stopped before its
+    budget (its targets read, or dominated) more than 1% before the scheduled run ended, so it
+    cannot say; the scheduled run stayed ahead of the fixed one; or it never came within the
+    tolerance where both ran (a fixed run that ended at its budget is read to there)."""
     parts: dict[str, list[str]] = {"stopped": [], "ahead": [], "never": []}
     for s, r, f, start in paired:
         if per_seed[str(s)] is not None:
             continue
         stopped_at = _last(f["metrics"], metric)
-        if stopped_at < 0.99 * _last(r["metrics"], metric):
+        at_budget = (f.get("summary") or {}).get("status") == "budget_exhausted"
+        if not at_budget and stopped_at < 0.99 * _last(r["metrics"], metric):
             parts["stopped"].append(f"{s} (at {int(stopped_at):,} examples)")
         elif ahead(r["metrics"], f["metrics"], start, metric, lower_is_better):
             parts["ahead"].append(str(s))
         else:
             parts["never"].append(str(s))
-    text = {"stopped": f"the fixed batch {final_batch} run stopped at its targets before the "
-                       "scheduled run came within the tolerance (train.stop_at_targets: false "
-                       "trains it to the budget) at seed",
+    text = {"stopped": f"the fixed batch {final_batch} run stopped before its budget and before "
+                       "the scheduled run came within the tolerance (train.stop_at_targets: "
+                       "false trains it to the budget) at seed",
             "ahead": f"stayed ahead of the fixed batch {final_batch} run ({metric} better at "
                      "every point after the switch: nothing to catch up) at seed",
-            "never": "never came within the tolerance within the budget at seed"}
+            "never": "never came within the tolerance where both ran at seed"}
     return "; ".join(f"{text[k]} {', '.join(v)}" for k, v in parts.items() if v)
 
 
