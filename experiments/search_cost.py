@@ -10,9 +10,12 @@ diverge therefore trains at least to `window` x its batch size's fewest steps to
 that takes longest there (or its budget). `floor_lines` sums that over the runs the sweep
 trained, and over the fewest a search can train: the first grid's runs that did not diverge
 and two more rates per batch size (each at every seed), the fewest that put two neighbours
-within the resolution of a best (more where the targets' optima differ). Last, per run
-status, how far past the floor the runs trained (examples over the floor): where the examples
-above it go.
+within the resolution of a best (more where the targets' optima differ). That floor counts
+the sweep's own first grid, so it moves with the first grid; the brackets' floor does not: in
+hindsight, the fewest rates any search that ends with every target's best bracketed can have
+trained are, per batch size, each target's best and the nearest rate tried on each side of it
+(its bracket), the union over targets, at every seed. Last, per run status, how far past the
+floor the runs trained (examples over the floor): where the examples above it go.
 
     python experiments/search_cost.py results/quickstart
 """
@@ -31,6 +34,7 @@ from scaling.store.archive import read_member
 from scaling.store.layout import ROUNDS
 from scaling.analysis.analyze import sweep_reading
 from scaling.config.arithmetic import Arithmetic
+from scaling.sweep import search
 from scaling.sweep.search import rate_key
 
 NEW_PER_BRACKET = 2  # rates a search adds at the fewest to bracket a best at its resolution
@@ -119,6 +123,35 @@ def fewest_floor(per: dict[int, tuple[int, int, int, int]]) -> int:
     return sum(f * (grid + NEW_PER_BRACKET * seeds) for f, _, grid, seeds in per.values())
 
 
+def bracket_rates(group: list[dict]) -> set[str]:
+    """The rates (as `rate_key`) of one batch size's runs that bracket each target's best: the
+    best and the nearest rate tried below and above it, the union over targets."""
+    targets = sorted({t for s in group for t in s.get("steps_to_target") or {}})
+    readings = [search.reading(s, targets) for s in group]
+    keep: set[str] = set()
+    for target in targets:
+        curve = search.cells(readings, target)
+        best = curve.best() if len(curve.lrs) else None
+        if best is not None:
+            keep |= {rate_key(curve.lrs[i]) for i in (best - 1, best, best + 1)
+                     if 0 <= i < len(curve.lrs)}
+    return keep
+
+
+def brackets_floor(out: Path, runs: list[dict]) -> int:
+    """The floor no search can go below in hindsight: `bracket_rates` at every seed, each run
+    that did not diverge to its floor per run (`floors`); one rate at every seed where no
+    target was reached (its budget: some run must show that)."""
+    per = floors(out, runs, {})
+    total = 0
+    for b, (per_run, _, _, seeds) in per.items():
+        group = [s for s in runs if s["batch_size"] == b]
+        keep = bracket_rates(group)
+        total += per_run * (sum(1 for s in group if rate_key(s["learning_rate"]) in keep
+                                and s.get("status") != "diverged") if keep else seeds)
+    return total
+
+
 def against_floor(out: Path) -> tuple[int, int]:
     """(examples a searched sweep's folder trained, `fewest_floor` of it)."""
     runs = summaries(out)
@@ -163,7 +196,12 @@ def main() -> None:
     round_of = rounds_of(args.dir)
     table = split(runs, round_of)
     per = floors(args.dir, runs, round_of)
-    print("\n".join(lines(table) + floor_lines(table, per) + status_lines(runs, per)))
+    brackets = brackets_floor(args.dir, runs)
+    trained = sum(s["examples"] for s in runs)
+    print("\n".join(lines(table) + floor_lines(table, per) + [
+        f"floor of the brackets (each target's best and its nearest rate tried on each side, "
+        f"at every seed; any search that brackets every best trains these): {brackets:,} "
+        f"examples; the sweep trained {trained / brackets:.2f}x that"] + status_lines(runs, per)))
 
 
 if __name__ == "__main__":

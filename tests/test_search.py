@@ -468,7 +468,9 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
     more rates, each at the one seed). Per
     status: the completed runs trained 400 / 360 and 480 / 360 of the floor (median 1.22; 10th
     and 90th percentiles interpolated, 1.11 + 0.1 x 0.22 and 1.11 + 0.9 x 0.22), the
-    budget run 800 / 800."""
+    budget run 800 / 800. The brackets' floor: at B = 8 both targets' best is 0.316228, its
+    neighbours 0.1 and 1 (diverged, so free): 2 x 360; at B = 16 nothing is reached, so one
+    run to its budget shows it: 720 + 800."""
     tool = runpy.run_path(str(Path(__file__).parents[1] / "experiments" / "search_cost.py"))
     cfg = config(SWEEP)
     store.write_json(tmp_path / store.ARITHMETIC, [for_config(cfg, b).to_dict() for b in (8, 16)])
@@ -497,6 +499,9 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
     # with 3 seeds the two more rates are 6 more runs: (1 + 6) x 360 + (1 + 6) x 800
     _, three = tool["floor_lines"](table, {8: (360, 2, 1, 3), 16: (800, 1, 1, 3)})
     assert f"{7 * 360 + 7 * 800:,} examples" in three
+    assert tool["bracket_rates"]([r for r in runs if r["batch_size"] == 8]) == {
+        "0.1", "0.316228", "1"}
+    assert tool["brackets_floor"](tmp_path, runs) == 720 + 800
     assert tool["status_lines"](runs, floors) == [
         "budget: 1 runs trained 1.00x the floor [1.00, 1.00]",
         "completed: 2 runs trained 1.22x the floor [1.13, 1.31]"]
