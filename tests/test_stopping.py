@@ -1,10 +1,12 @@
-"""Stopping runs that can no longer win (scaling.sweep.stopping, train.stop_dominated): the same
+"""Stopping runs that can no longer win (scaling.sweep.stopping, train.stop_dominated): the rule
+on cells worked by hand and on random valleys against the same runs left to finish; the same
 sweep with stopping on and off picks the same best learning rate, with the same steps, at every
 batch size and target; the stopped runs are censored, never missing, and cost less."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import fields, replace
 
 import jax
@@ -18,7 +20,9 @@ from scaling.sweep import runner
 from scaling.sweep.grid import PlannedRun
 from scaling.config.names import OPTIMIZER_AXES, OPTIMIZER_TABLE
 from scaling.config.targets import Censored, Reach
-from scaling.sweep.stopping import Dominance, axes_key, columns, diverged, extend, from_series
+from scaling.sweep.search import RunReading, cells
+from scaling.sweep.stopping import (Dominance, axes_key, censored_steps, columns, diverged,
+                                     dominated, extend, from_series)
 from scaling.train.spec import RunSpec
 from scaling.train.step import blown
 from tests.helpers import config
@@ -179,3 +183,106 @@ def test_the_analysis_reads_the_clipping_the_sweep_recorded():
     assert clipped_reading(stops, recorded) is True  # the record wins over the YAML's guess
     assert clipped_reading(stops, [{"summary": {}}]) is False
     assert clipped_reading({"budget": {"reading_extension": False}}, [{"summary": {}}]) is True
+
+
+# ---------------------------------------------------------------- stopping what cannot win
+
+
+def test_a_dominated_runs_censored_steps_are_its_bounds():
+    r = RunReading(0.1, 2, {"a": 50.0, "b": Censored(120.0)})
+    assert censored_steps(r) == {"b": 120.0}
+
+
+def _runs(cells: dict[float, list], running: bool = True) -> list[RunReading]:
+    return [RunReading(lr, seed, {"t": v}, running=running and isinstance(v, Censored))
+            for lr, values in cells.items() for seed, v in enumerate(values)]
+
+
+def test_a_clearly_slower_rate_is_dominated_and_the_best_and_neighbours_are_not():
+    runs = _runs({0.01: [Censored(400.0), Censored(400.0)],  # far below: dominated
+                  0.03: [Censored(400.0), Censored(400.0)],  # the best's neighbour: kept
+                  0.1: [100.0, 110.0],  # the best, 105
+                  0.3: [112.0, Censored(113.0)],  # bound 112.5 <= 115.5: may still win
+                  1.0: [Censored(200.0), Censored(200.0)],  # neighbour of one that may win
+                  3.0: [Censored(200.0), None]})  # a seed that never reaches
+    stop = {(r.learning_rate, r.seed) for r, s in zip(runs, dominated(runs, ["t"], 0.1)) if s}
+    assert stop == {(0.01, 0), (0.01, 1), (3.0, 0)}
+    tight = dominated(runs, ["t"], 0.05)  # 112.5 > 110.25: 0.3 no longer may win ...
+    assert {(r.learning_rate, r.seed) for r, s in zip(runs, tight) if s} == {
+        (0.01, 0), (0.01, 1), (1.0, 0), (1.0, 1), (3.0, 0)}  # ... but stays the best's neighbour
+
+
+def test_with_rounds_left_a_far_neighbour_is_not_kept():
+    """Neighbours kept only within a factor 1.25 in rate (a search with rounds left puts a
+    midpoint between the best and a farther one): 0.03, 3.3x below the best, stops too; 0.12,
+    1.2x above it, stays."""
+    runs = _runs({0.01: [Censored(400.0)], 0.03: [Censored(400.0)], 0.1: [100.0],
+                  0.12: [Censored(300.0)], 0.3: [Censored(300.0)]})
+    stop = lambda near: [r.learning_rate for r, s in
+                         zip(runs, dominated(runs, ["t"], 0.1, near)) if s]
+    assert stop(None) == [0.01, 0.3]
+    assert stop(1.25) == [0.01, 0.03, 0.3]
+
+
+def test_nothing_stops_before_some_rate_reached_every_target():
+    runs = _runs({0.1: [100.0, Censored(90.0)], 1.0: [Censored(900.0)] * 2})
+    assert not any(dominated(runs, ["t"], 0.0))
+    two = [RunReading(lr, 0, {"a": a, "b": b}, running=True)
+           for lr, a, b in ((0.01, Censored(500.0), Censored(500.0)), (0.03, 300.0, 90.0),
+                            (0.1, 100.0, Censored(100.0)), (0.3, 300.0, Censored(200.0)),
+                            (1.0, Censored(900.0), Censored(900.0)))]
+    # a: best 0.1, keeps 0.03-0.3; b: best 0.03, 0.1 may still win: keeps 0.01-0.3
+    assert dominated(two, ["a", "b"], 0.1) == [False, False, False, False, True]
+
+
+def _simulate(true: dict[float, list[float | None]], window: float, budget: int, chunk: int,
+              margin: float | None) -> list[RunReading]:
+    """Runs read under a windowed rule (decided at window x (1 + s) - 1), in chunks; with a
+    margin, the dominated ones stop at each chunk boundary, censored at their bound."""
+    state = {(lr, seed): None for lr, seeds in true.items() for seed in range(len(seeds))}
+    for t in range(chunk, budget + chunk, chunk):
+        now = []
+        for (lr, seed), final in state.items():
+            s = true[lr][seed]
+            if final is not None:
+                now.append(final)
+            elif s is not None and window * (1 + s) - 1 <= t:
+                state[lr, seed] = RunReading(lr, seed, {"t": s})
+                now.append(state[lr, seed])
+            elif t >= budget:
+                state[lr, seed] = RunReading(lr, seed, {"t": None})
+                now.append(state[lr, seed])
+            else:
+                bound = Censored(max(0.0, (1 + t) / window - 1))
+                now.append(RunReading(lr, seed, {"t": bound}, running=True))
+        if margin is not None:
+            for r, stop in zip(now, dominated(now, ["t"], margin)):
+                if stop:
+                    state[r.learning_rate, r.seed] = RunReading(r.learning_rate, r.seed, r.steps)
+    return list(state.values())
+
+
+def test_stopping_keeps_the_best_rate_and_its_parabola_on_random_valleys():
+    """Against the same runs left to finish: the same best rate, the same steps there and at
+    its two neighbours, whatever the valley and the seeds' noise."""
+    rng = np.random.default_rng(0)
+    lrs = list(np.geomspace(0.01, 10, 9))
+    stopped = 0
+    for _ in range(150):
+        centre, width = rng.uniform(-1.5, 0.8), rng.uniform(0.3, 2.0)
+        seeds = rng.normal(0, 0.05, 3)
+        true = {}
+        for lr in lrs:
+            base = 200 * math.exp((math.log10(lr) - centre) ** 2 / width)
+            true[lr] = [None if base * (1 + e) > 2000
+                        else float(base * (1 + e + rng.normal(0, 0.02))) for e in seeds]
+        full = cells(_simulate(true, 1.5, 2000, 50, None), "t")
+        cut_runs = _simulate(true, 1.5, 2000, 50, 0.1)
+        cut = cells(cut_runs, "t")
+        stopped += sum(isinstance(r.steps["t"], Censored) for r in cut_runs)
+        b = full.best()
+        assert cut.best() == b
+        if b is not None:
+            for j in range(max(b - 1, 0), min(b + 2, len(full.lrs))):
+                assert cut.means[j] == full.means[j]
+    assert stopped > 500  # stopping did happen

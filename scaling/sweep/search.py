@@ -1,12 +1,15 @@
 """The learning-rate search of one batch size: which rates the next round trains, when the
-search is done and why, and which running runs can stop because they can no longer be the best.
+search is done and why (which running runs can stop, since they can no longer be the best, is
+scaling.sweep.stopping's, from the same readings).
 
 Pure functions of the runs' readings so far (numbers, no devices), so the sweep loop calls them
-between rounds and at chunk boundaries, and tests drive them with closed forms.
+between rounds, and tests drive them with closed forms.
 
 - Bracket first: while a target's best learning rate is the lowest or highest tried, step
   outward by the grid's factor, or a released grid's spacing (scaling.sweep.neighbours):
   upward until a rate diverges or stops reaching the target, downward no lower than the floor.
+  Where no rate reached a target, a released grid steps past the edge whose runs ended
+  nearer it (their final metric); a whole grid steps up until a rate diverges.
 - Then resolve: once the best has a neighbour on each side, fit the parabola in (log rate,
   log steps) through the three (scaling.parabola) and train the lattice rate nearest its
   minimum with its two lattice neighbours, until the best is bracketed (`closed`: the
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from scaling.config import Config, LearningRateConfig
-from scaling.config.targets import Censored
+from scaling.config.targets import Censored, parse_target
 from scaling.lr_curve import Curve
 from scaling.parabola import log_vertex
 
@@ -51,13 +54,15 @@ FLOOR_BELOW_GRID = 100.0  # the default floor: the first grid's lowest rate / th
 @dataclass(frozen=True)
 class RunReading:
     """One run of the batch size as the search reads it: per target, its steps (`Steps`);
-    `running` while it still trains (its censored steps may still fall)."""
+    `running` while it still trains (its censored steps may still fall); `shortfall`, per
+    target, how far its final metric ended from the target (negative: past it), where known."""
 
     learning_rate: float
     seed: int
     steps: dict[str, Steps]
     diverged: bool = False
     running: bool = False
+    shortfall: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -219,11 +224,42 @@ def _refine(curve: Curve, best: int, s: Settings) -> tuple[list[float], str]:
                   f"{s.resolution:g}), {where}: " + ", ".join(f"{a:.4g}" for a in asks))
 
 
-def _unreached(curve: Curve, s: Settings) -> tuple[list[float], str]:
-    """No rate reached the target: step up past the highest if it did not diverge, down past
-    the lowest if every rate diverged, or if the grid is a released one (`walk`: a few lattice
-    steps wide, so a rate below it may reach what the rates just under divergence do not);
-    else done (a whole first grid spans the rates that could)."""
+def shortfalls(runs: list[RunReading], target: str) -> dict[str, float] | None:
+    """Per rate (`rate_key`) whose runs did not all diverge, their mean `shortfall` at `target`
+    over seeds; None unless every such run knows its shortfall."""
+    by_rate: dict[str, list[float]] = {}
+    for r in runs:
+        if not r.diverged:
+            if target not in r.shortfall:
+                return None
+            by_rate.setdefault(rate_key(r.learning_rate), []).append(r.shortfall[target])
+    return {k: float(np.mean(v)) for k, v in by_rate.items()} or None
+
+
+def _toward(curve: Curve, s: Settings, gaps: dict[str, float]) -> tuple[list[float], str]:
+    """No rate of a released grid reached the target: one step outward past the edge whose runs
+    ended nearer it (up only where the highest did not diverge), no lower than the floor.
+    Never done on this alone: a final metric just under divergence can be erratic."""
+    lo, hi = curve.lrs[0], curve.lrs[-1]
+    up = not curve.diverged[-1] and gaps[rate_key(hi)] < gaps.get(rate_key(lo), math.inf)
+    edge = hi if up else lo
+    lr = s.walked(edge, up=up)
+    if not up and lr < s.floor * (1 - 1e-9):
+        return [], f"done: no rate reached it, down to the floor {s.floor:.4g}"
+    return [lr], (f"no rate reached it and the {'highest' if up else 'lowest'}, {edge:.4g}, "
+                  f"ended nearer it: one step {'up' if up else 'down'} to {lr:.4g}")
+
+
+def _unreached(curve: Curve, s: Settings, gaps: dict[str, float] | None = None
+               ) -> tuple[list[float], str]:
+    """No rate reached the target. A released grid (`walk`) whose runs ended knowing how far
+    from it they were steps toward the edge that ended nearer (`_toward`). Else: step up past
+    the highest if it did not diverge, down past the lowest if every rate diverged, or if the
+    grid is a released one (a few lattice steps wide, so a rate below it may reach what the
+    rates just under divergence do not); else done (a whole first grid spans the rates that
+    could)."""
+    if s.walk is not None and gaps is not None and len(curve.lrs) > 1:
+        return _toward(curve, s, gaps)
     top, bottom = curve.lrs[-1], curve.lrs[0]
     if not curve.diverged[-1]:
         up = s.walked(top, up=True)
@@ -239,13 +275,15 @@ def _unreached(curve: Curve, s: Settings) -> tuple[list[float], str]:
     return [], f"done: {why}, down to the floor {s.floor:.4g}"
 
 
-def target_rates(curve: Curve, s: Settings) -> tuple[list[float], str]:
-    """What one target asks the next round for, given its cells, and why."""
+def target_rates(curve: Curve, s: Settings, gaps: dict[str, float] | None = None
+                 ) -> tuple[list[float], str]:
+    """What one target asks the next round for, given its cells (and how far each rate's runs
+    ended from it, `shortfalls`), and why."""
     if not len(curve.lrs):
         return [], "done: nothing tried"
     best = curve.best()
     if best is None:
-        return _unreached(curve, s)
+        return _unreached(curve, s, gaps)
     done = closed(curve, best, s)
     if done is not None:
         return [], done
@@ -264,7 +302,7 @@ def next_round(runs: list[RunReading], targets: list[str], settings: Settings,
     tried = {rate_key(r.learning_rate) for r in runs}
     reasons, wanted = {}, []
     for target in targets:
-        rates, why = target_rates(cells(runs, target), settings)
+        rates, why = target_rates(cells(runs, target), settings, shortfalls(runs, target))
         reasons[target] = why
         wanted.append([lr for lr in rates if rate_key(lr) not in tried])
     asked = _thinned(wanted, settings)
@@ -314,44 +352,6 @@ def searched_rates(first: list[float], records: list[dict[str, Any]],
     return list(first) + [lr for r in rounds_of(records, batch_size) for lr in r["learning_rates"]]
 
 
-# ---------------------------------------------------------------- stopping what cannot win
-
-
-def _kept(curve: Curve, margin: float, near: float | None) -> set[str]:
-    """The rates one target needs to go on: every cell whose lower bound is within the margin
-    of the best's mean (it may still win), and each one's neighbours (the parabola's points
-    around whichever wins) within a factor `near` in rate of it (None: any); every rate while
-    no cell has reached the target."""
-    lrs, best = curve.lrs, curve.best()
-    if best is None:
-        return {rate_key(lr) for lr in lrs}
-    alive = np.nonzero(curve.bounds <= curve.means[best] * (1 + margin))[0]
-    close = lambda i, j: near is None or max(lrs[i] / lrs[j], lrs[j] / lrs[i]) <= near
-    kept = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(lrs) and close(i, j)}
-    return {rate_key(lrs[j]) for j in kept}
-
-
-def dominated(runs: list[RunReading], targets: list[str], margin: float,
-              near: float | None = None) -> list[bool]:
-    """Per run of `runs` (every run of one batch size, finished ones included, so the cells
-    and their neighbours are whole), whether it may stop now: it is running, and at every
-    target a lower bound of its rate's mean steps over seeds (seeds not yet there counted at
-    their Censored bound) exceeds the best rate's mean by more than `margin` (relative), and
-    it is no neighbour of a rate that may still win. Never the best or its neighbours; with
-    `near`, neighbours count only within that factor in rate: a search with rounds left
-    places rates between a farther one and the best, whose bound is enough to place them."""
-    keep: set[str] = set()
-    for target in targets:
-        keep |= _kept(cells(runs, target), margin, near)
-    return [r.running and rate_key(r.learning_rate) not in keep for r in runs]
-
-
-def censored_steps(reading: RunReading) -> dict[str, float]:
-    """summary.json's steps_censored of a run stopped as dominated: per target it had not
-    reached, the bound its steps exceed."""
-    return {t: v.steps for t, v in reading.steps.items() if isinstance(v, Censored)}
-
-
 # ---------------------------------------------------------------- settings and readings
 
 
@@ -371,13 +371,17 @@ def settings(lr: LearningRateConfig, first: list[float]) -> Settings:
 def reading(summary: dict[str, Any], targets: list[str]) -> RunReading:
     """A finished run's summary.json as the search reads it: steps_to_target, with
     steps_censored (a run stopped as dominated) as Censored."""
-    censored = summary.get("steps_censored") or {}
+    censored, final = summary.get("steps_censored") or {}, summary.get("final") or {}
     steps: dict[str, Steps] = {}
+    shortfall: dict[str, float] = {}
     for t in targets:
         value = (summary.get("steps_to_target") or {}).get(t)
         steps[t] = Censored(censored[t]) if value is None and t in censored else value
+        metric, op, level = parse_target(t) if final else (None, None, None)
+        if isinstance(final.get(metric), (int, float)) and math.isfinite(final[metric]):
+            shortfall[t] = (final[metric] - level) * (1 if op == "<=" else -1)
     return RunReading(summary["learning_rate"], summary["seed"], steps,
-                      diverged=summary.get("status") == "diverged")
+                      diverged=summary.get("status") == "diverged", shortfall=shortfall)
 
 
 def searched(cfg: Config) -> bool:

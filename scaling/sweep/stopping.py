@@ -4,8 +4,10 @@ A `Dominance` is a sink of one group (it keeps its runs' rows, counted) and the 
 (scaling.train.loop.Stopper): after each chunk the loop folds in, it reads every run of the
 batch size, this group's from their rows (the series its reach rule reads, kept as rows
 arrive: `columns`, `from_series`) and the others' from their summaries, and names the running
-runs scaling.sweep.search.dominated says may stop. Runs are compared only with runs of
-the same optimizer scalars (grid axes other than the learning rate), as the analysis does.
+runs `dominated` says may stop: those whose rate's mean steps, at every target, can no longer
+come within a margin of the best's, and that are no neighbour of a rate that still may. Runs
+are compared only with runs of the same optimizer scalars (grid axes other than the learning
+rate), as the analysis does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from scaling.config import Config
 from scaling.config.names import OPTIMIZER_AXES
 from scaling.config.targets import (Censored, Reach, crossing_in, parse_target, series,
                                     undecided_bound)
+from scaling.lr_curve import Curve
 from scaling.sweep import search
 from scaling.sweep.grid import PlannedRun
 from scaling.train.sinks import Records, Sink
@@ -27,6 +30,41 @@ from scaling.train.step import blown
 
 
 Columns = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _kept(curve: Curve, margin: float, near: float | None) -> set[str]:
+    """The rates one target needs to go on: every cell whose lower bound is within the margin
+    of the best's mean (it may still win), and each one's neighbours (the parabola's points
+    around whichever wins) within a factor `near` in rate of it (None: any); every rate while
+    no cell has reached the target."""
+    lrs, best = curve.lrs, curve.best()
+    if best is None:
+        return {search.rate_key(lr) for lr in lrs}
+    alive = np.nonzero(curve.bounds <= curve.means[best] * (1 + margin))[0]
+    close = lambda i, j: near is None or max(lrs[i] / lrs[j], lrs[j] / lrs[i]) <= near
+    kept = {j for i in alive for j in (i - 1, i, i + 1) if 0 <= j < len(lrs) and close(i, j)}
+    return {search.rate_key(lrs[j]) for j in kept}
+
+
+def dominated(runs: list[search.RunReading], targets: list[str], margin: float,
+              near: float | None = None) -> list[bool]:
+    """Per run of `runs` (every run of one batch size, finished ones included, so the cells
+    and their neighbours are whole), whether it may stop now: it is running, and at every
+    target a lower bound of its rate's mean steps over seeds (seeds not yet there counted at
+    their Censored bound) exceeds the best rate's mean by more than `margin` (relative), and
+    it is no neighbour of a rate that may still win. Never the best or its neighbours; with
+    `near`, neighbours count only within that factor in rate: a search with rounds left
+    places rates between a farther one and the best, whose bound is enough to place them."""
+    keep: set[str] = set()
+    for target in targets:
+        keep |= _kept(search.cells(runs, target), margin, near)
+    return [r.running and search.rate_key(r.learning_rate) not in keep for r in runs]
+
+
+def censored_steps(reading: search.RunReading) -> dict[str, float]:
+    """summary.json's steps_censored of a run stopped as dominated: per target it had not
+    reached, the bound its steps exceed."""
+    return {t: v.steps for t, v in reading.steps.items() if isinstance(v, Censored)}
 
 
 def columns(rows: list[dict[str, Any]], targets: list[str], reach: Reach) -> Columns:
@@ -134,8 +172,8 @@ class Dominance(Sink):
             mine = [i for i, r in enumerate(self.group) if axes_key(r) == key]
             readings = [self.reading(i, bool(running[i])) for i in mine]
             others = [reading for k, reading in self.others if k == key]
-            verdict = search.dominated(others + readings, self.cfg.targets,
-                                       self.cfg.train.dominated_margin, self.near)[len(others):]
+            verdict = dominated(others + readings, self.cfg.targets,
+                                self.cfg.train.dominated_margin, self.near)[len(others):]
             stop[mine] = np.asarray(verdict, bool) & running[mine]
         self.stopped |= stop
         return stop
@@ -143,4 +181,4 @@ class Dominance(Sink):
     def censored(self, i: int) -> dict[str, float]:
         """summary.json's steps_censored of run i, stopped as dominated: per target it had
         not reached, the steps its own would have exceeded."""
-        return search.censored_steps(self.reading(i, True))
+        return censored_steps(self.reading(i, True))
