@@ -62,12 +62,13 @@ def test_the_default_slope_is_the_centred_rules():
     assert slope({"values": [0.1, 1.0]}) == 0.5
 
 
-def test_a_batch_sizes_optimum_is_the_geometric_mean_of_its_targets_bests():
+def test_a_batch_sizes_optima_are_each_targets_best():
     read = lambda lr, a, b: S.RunReading(lr, 0, {"a": a, "b": b})
     runs = [read(0.1, 50.0, None), read(0.2, 40.0, 90.0), read(0.4, 45.0, 80.0),
             read(0.8, None, 85.0)]
-    assert N.optimum(runs, ["a", "b"]) == pytest.approx(math.sqrt(0.2 * 0.4))
-    assert N.optimum([read(0.1, None, None)], ["a", "b"]) is None
+    assert N.optima(runs, ["a", "b"]) == {"a": 0.2, "b": 0.4}
+    assert N.optima(runs[:1], ["a", "b"]) == {"a": 0.1}
+    assert N.optima([read(0.1, None, None)], ["a", "b"]) == {}
 
 
 def test_the_grid_is_on_the_middles_lattice_the_grids_factor_apart():
@@ -76,12 +77,24 @@ def test_the_grid_is_on_the_middles_lattice_the_grids_factor_apart():
     apart around it, and an even count puts the extra one above."""
     s = S.settings(LearningRateConfig(values=[0.01, 0.0316228, 0.1, 0.316228, 1.0]),
                    [0.01, 0.0316228, 0.1, 0.316228, 1.0])
-    rates = N.first_grid(0.07, s, 3)
+    rates = N.first_grid([0.07], s, 3)
     assert rates == pytest.approx([s.on_lattice(k) for k in (8, 19, 30)], rel=1e-5)
     assert rates[2] / rates[1] == pytest.approx(HALF_DECADE, rel=1e-5)
-    assert N.first_grid(0.07, s, 2) == pytest.approx([s.on_lattice(k) for k in (19, 30)],
+    assert N.first_grid([0.07], s, 2) == pytest.approx([s.on_lattice(k) for k in (19, 30)],
                                                      rel=1e-5)
-    assert N.first_grid(0.07, s, 1) == pytest.approx([s.on_lattice(19)], rel=1e-5)
+    assert N.first_grid([0.07], s, 1) == pytest.approx([s.on_lattice(19)], rel=1e-5)
+
+
+def test_targets_predicted_apart_get_the_union_of_their_grids():
+    """On the lattice of 10^(1/22) steps, one step apart: predictions 0.07 (point 19) and 0.1
+    (point 22) each get points -1, 0, +1 around theirs: 18 .. 23 once each; two targets on one
+    point give its three rates once."""
+    s = S.settings(LearningRateConfig(values=[0.01, 0.0316228, 0.1, 0.316228, 1.0]),
+                   [0.01, 0.0316228, 0.1, 0.316228, 1.0])
+    assert N.first_grid([0.07, 0.1], s, 3, 1.01) == pytest.approx(
+        [s.on_lattice(k) for k in (18, 19, 20, 21, 22, 23)], rel=1e-5)
+    assert N.first_grid([0.07, 0.0705], s, 3, 1.01) == pytest.approx(
+        [s.on_lattice(k) for k in (18, 19, 20)], rel=1e-5)
 
 
 def test_a_grid_spaced_closer_is_whole_lattice_steps_apart_and_walks_out_by_its_spacing():
@@ -93,13 +106,13 @@ def test_a_grid_spaced_closer_is_whole_lattice_steps_apart_and_walks_out_by_its_
                    [0.01, 0.0316228, 0.1, 0.316228, 1.0])
     assert N.lattice_steps(s, 1.4) == 3 and N.lattice_steps(s, 1.01) == 1
     assert N.lattice_steps(s, None) == 11
-    assert N.first_grid(0.07, s, 3, 1.4) == pytest.approx([s.on_lattice(k) for k in (16, 19, 22)],
+    assert N.first_grid([0.07], s, 3, 1.4) == pytest.approx([s.on_lattice(k) for k in (16, 19, 22)],
                                                           rel=1e-5)
     released = N.released(s, 1.4)
     assert released.step == s.step and released.walk == 3 and N.released(s, None) == s
     assert released.walked(s.on_lattice(19), up=True) == s.on_lattice(22)
     assert s.walked(0.07, up=True) == 0.07 * s.factor
-    grid = N.first_grid(0.07, s, 3, 1.4)
+    grid = N.first_grid([0.07], s, 3, 1.4)
     runs = [S.RunReading(lr, 0, {"a": steps}) for lr, steps in zip(grid, (40.0, 50.0, 60.0))]
     plan = S.next_round(runs, ["a"], released, 0)  # the best the lowest: 3 points down
     assert plan.learning_rates == (S.rounded(s.on_lattice(13)),)
@@ -145,9 +158,10 @@ def _neighbours_protocol(count: int, spacing: float | None = None
         walk = None if size == N.middle(SIZES) else N.released(lattice, spacing).walk
         done[size] = _search(first[size], size, walk)
         for nxt in N.waiting_on(SIZES, size):
-            optima = {b: N.optimum(r, list(FRACTIONS)) for b, r in done.items()}
-            first[nxt] = N.first_grid(N.predict(optima, nxt, N.DEFAULT_SLOPE), lattice, count,
-                                      spacing)
+            best = {b: N.optima(r, list(FRACTIONS)) for b, r in done.items()}
+            predicted = [N.predict({b: o[t] for b, o in best.items() if t in o}, nxt,
+                                   N.DEFAULT_SLOPE) for t in FRACTIONS]
+            first[nxt] = N.first_grid(predicted, lattice, count, spacing)
             queue.append(nxt)
     return done
 
@@ -157,7 +171,7 @@ def _true_optimum(size: int, fraction: float) -> float:
     return float(fine[np.nanargmin([nqm_steps(lr, size, fraction) or np.nan for lr in fine])])
 
 
-@pytest.mark.parametrize("count, spacing", [(3, None), (1, None), (3, 1.4)])
+@pytest.mark.parametrize("count, spacing", [(3, None), (1, None), (3, 1.4), (3, 1.1)])
 def test_from_neighbours_the_search_brackets_the_true_optimum_at_fewer_runs(count, spacing):
     """On the NQM the optimum rises with B and then sits at the stability limit (lr 2): the
     line through the trained optima over-shoots there, and the search walks back. At every
@@ -183,11 +197,12 @@ def test_from_neighbours_the_search_brackets_the_true_optimum_at_fewer_runs(coun
 
 
 def test_a_grid_spaced_closer_trains_fewer_runs_on_the_nqm():
-    """Three rates 1.37x apart (3 lattice steps) where the predictions hold, walked out 1.37x
-    at a time where they miss: 51 runs in all, against 68 from rates the half decade apart
-    (counted once from the closed form; both bracket every optimum, the test above)."""
+    """Three rates around each target's prediction one lattice step apart (1.110x, the
+    default), so a best inside them is bracketed within the resolution at once: 44 runs in
+    all, against 52 three steps apart (1.369x) and 71 the grid's half decade apart (counted
+    once from the closed form; all bracket every optimum, the test above)."""
     count = lambda spacing: sum(map(len, _neighbours_protocol(3, spacing).values()))
-    assert (count(1.4), count(None)) == (51, 68)
+    assert (count(1.1), count(1.4), count(None)) == (44, 52, 71)
 
 
 # ---------------------------------------------------------------- through the engine
@@ -209,7 +224,7 @@ def test_the_engine_records_each_released_grid_and_finds_the_same_optima(tmp_pat
     assert sorted(firsts) == [8, 32]  # the middle, 16, starts from the config's grid
     for size, record in firsts.items():
         assert len(record["learning_rates"]) == 3
-        assert "predicted from the optima at B = 16" in record["reasons"]["first grid"]
+        assert "predicted from its optima at B = 16" in record["reasons"]["first grid"]
         mine = [s for s in done if s["batch_size"] == size]
         assert {s["learning_rate"] for s in mine} >= set(record["learning_rates"])
     assert grid.first_rates(cfg, 8, rounds) == firsts[8]["learning_rates"]
@@ -257,6 +272,6 @@ def test_before_release_a_batch_size_has_no_runs_and_the_middle_its_whole_grid(t
     assert len(p.batch_runs(16)) == 5 and p.batch_runs(8) == [] and p.batch_runs(32) == []
     assert set(p.specs) == {8, 16, 32}  # every batch size's program is known before compute
     middle, released = p.search_settings(16), p.search_settings(8)  # one lattice
-    assert p.search_settings(32) == released == replace(middle, walk=N.lattice_steps(middle, 1.4))
+    assert p.search_settings(32) == released == replace(middle, walk=1)  # the default 1.1x
     said = runner.budget_lines(p, p.batch_runs(16))
     assert said[0].startswith("to train: 5 runs") and "batch sizes 8, 32, each once" in said[-1]

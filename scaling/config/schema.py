@@ -91,9 +91,9 @@ class LearningRateConfig:
 
     first_grid (with the search): grid, every batch size starts from the whole first grid;
     neighbours, only the middle batch size does, and the others, released outward as their
-    neighbours' searches end, start from `neighbour_rates` rates centred on the optimum those
-    predict, `neighbour_spacing` apart (default 1.4; null: the first grid's factor), and walk
-    outward by that spacing (scaling.sweep.neighbours).
+    neighbours' searches end, start from `neighbour_rates` rates around each target's optimum
+    those predict, `neighbour_spacing` apart (default 1.1, one lattice step; null: the first
+    grid's factor), and walk outward by that spacing (scaling.sweep.neighbours).
     """
 
     mode: str = "grid"
@@ -115,7 +115,7 @@ class LearningRateConfig:
     floor: float | None = None
     first_grid: str = "grid"
     neighbour_rates: int = 3
-    neighbour_spacing: float | None = 1.4
+    neighbour_spacing: float | None = 1.1
 
     @property
     def searched(self) -> bool:
@@ -236,7 +236,7 @@ class TrainConfig:
     stop_dominated: at chunk boundaries, stop a run that can no longer be its batch size's best
     learning rate at any target: a lower bound of its learning rate's mean steps exceeds the
     best's by more than dominated_margin (relative); the best and its neighbours never stop
-    (scaling.sweep.search.dominated).
+    (scaling.sweep.stopping.dominated).
     peak_tflops: one device's peak TFLOP/s at the compute precision, for MFU on a device whose
     published peak the table in scaling.train.throughput lacks (none: no MFU there, as on CPU).
     """

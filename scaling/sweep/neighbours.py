@@ -1,21 +1,25 @@
 """The first grid from neighbours (learning_rate.first_grid: neighbours): the batch sizes train
-from a middle one outward, and each later one's first grid is a few rates centred on the
-optimum its trained neighbours predict, not the config's whole grid.
+from a middle one outward, and each later one's first grid is a few rates around the optima
+(one per target) its trained neighbours predict, not the config's whole grid.
 
 A batch size's first grid is what its search starts from; on a wide grid, most of its rates
 are far from the optimum and train only to be ruled out, the largest part of a searched
 sweep's cost. Once the middle batch size's search is done, the batch sizes next to it (one
 below, one above) are released, and so on outward; each one released gets
 `learning_rate.neighbour_rates` rates on the middle's lattice (scaling.sweep.search.Settings),
-`learning_rate.neighbour_spacing` apart (default 1.4x; null: the grid's factor), centred on
+`learning_rate.neighbour_spacing` apart (default 1.1x: one lattice step, so a best inside the
+grid is bracketed within the resolution at once; null: the grid's factor), centred on
 the lattice rate nearest the prediction: the line in (log B, log optimum) through the two
 batch sizes nearest it whose search is done, its slope kept within [0, 1] (between no scaling
 and linear scaling); with one such batch size, the slope of the config's rule (linear 1, sqrt
-0.5; other rules and explicit grids 0.5, halfway). A batch size's optimum here is the
-geometric mean over targets of each target's best rate. The search then goes on from that
-grid as from any other, walking outward by the grid's spacing where its best is at an edge, so
-a prediction that misses costs rounds, not the answer. The released grid is recorded in
-rounds.json as round 0, so a resumed sweep trains the same grid.
+0.5; other rules and explicit grids 0.5, halfway). Each target is predicted from its own best
+rates, and the grid is the union of the rates around each prediction: targets whose optima
+differ (an easy loss target's optimum can sit at half a hard one's at large batches) each
+start near their own, where one grid around their mean would bracket neither. The search
+then goes on from that grid as from any other, walking outward by the grid's spacing where its
+best is at an edge (and, where no rate reached a target, past the edge whose runs ended
+nearer it), so a prediction that misses costs rounds, not the answer. The released grid is
+recorded in rounds.json as round 0, so a resumed sweep trains the same grid.
 """
 
 from __future__ import annotations
@@ -59,16 +63,16 @@ def default_slope(cfg: Config) -> float:
     return RULE_SLOPES.get(lr.rule, DEFAULT_SLOPE) if lr.mode == "centered" else DEFAULT_SLOPE
 
 
-def optimum(readings: list[search.RunReading], targets: list[str]) -> float | None:
-    """A trained batch size's optimum: the geometric mean over targets of each one's best rate
-    (None where no rate reached any target)."""
-    best = []
+def optima(readings: list[search.RunReading], targets: list[str]) -> dict[str, float]:
+    """A trained batch size's optimum per target: each target's best rate (a target no rate
+    reached is left out)."""
+    out = {}
     for target in targets:
         curve = search.cells(readings, target)
         i = curve.best() if len(curve.lrs) else None
         if i is not None:
-            best.append(math.log(curve.lrs[i]))
-    return math.exp(float(np.mean(best))) if best else None
+            out[target] = float(curve.lrs[i])
+    return out
 
 
 NEAREST = 2  # trained batch sizes a prediction's line goes through
@@ -106,12 +110,12 @@ def released(settings: search.Settings, spacing: float | None) -> search.Setting
     return replace(settings, walk=lattice_steps(settings, spacing)) if spacing else settings
 
 
-def first_grid(predicted: float, settings: search.Settings, count: int,
+def first_grid(predicted: list[float], settings: search.Settings, count: int,
                spacing: float | None = None) -> list[float]:
-    """`count` rates on the settings' lattice, `spacing` apart (lattice_steps: the grid's
-    factor by default), centred on the lattice rate nearest `predicted` (one more above than
-    below for an even count)."""
+    """For each rate `predicted` (one per target), `count` rates on the settings' lattice,
+    `spacing` apart (lattice_steps: the grid's factor by default), centred on the lattice rate
+    nearest it (one more above than below for an even count); their union, ascending."""
     pieces = lattice_steps(settings, spacing)
-    centre = settings.lattice_index(predicted)
-    return [search.rounded(settings.on_lattice(centre + pieces * (k - (count - 1) // 2)))
-            for k in range(count)]
+    points = {settings.lattice_index(lr) + pieces * (k - (count - 1) // 2)
+              for lr in predicted for k in range(count)}
+    return [search.rounded(settings.on_lattice(i)) for i in sorted(points)]

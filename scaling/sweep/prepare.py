@@ -167,23 +167,27 @@ class Prepared:
         """The first grid of a batch size released by its neighbour (scaling.sweep.neighbours):
         centred on the optimum that the batch sizes whose search is done predict."""
         cfg, middle = self.cfg, neighbours.middle(self.cfg.batch.sizes)
-        optima = {}
+        optima: dict[str, dict[int, float]] = {}
         for b in cfg.batch.sizes:
             if self.searched_done(b, finished):
-                best = neighbours.optimum([search.reading(finished[r.run_id], cfg.targets)
-                                           for r in self.batch_runs(b)], cfg.targets)
-                if best is not None:
-                    optima[b] = best
+                best = neighbours.optima([search.reading(finished[r.run_id], cfg.targets)
+                                          for r in self.batch_runs(b)], cfg.targets)
+                for target, lr in best.items():
+                    optima.setdefault(target, {})[b] = lr
         settings = self.search_settings(middle)
-        if optima:
-            predicted = neighbours.predict(optima, size, neighbours.default_slope(cfg))
-            why = (f"centred on {predicted:.4g}, predicted from the optima at B = "
-                   + ", ".join(f"{b} ({optima[b]:.4g})" for b in neighbours.nearest(optima, size)))
+        slope = neighbours.default_slope(cfg)
+        predicted = {t: neighbours.predict(o, size, slope) for t, o in optima.items()}
+        if predicted:
+            near = lambda t: ", ".join(f"{b} ({optima[t][b]:.4g})"
+                                       for b in neighbours.nearest(optima[t], size))
+            why = "; ".join(f"{t}: centred on {lr:.4g}, predicted from its optima at B = "
+                            f"{near(t)}" for t, lr in predicted.items())
         else:
             first = grid.first_rates(cfg, middle)
-            predicted = math.sqrt(min(first) * max(first))
+            predicted = {"": math.sqrt(min(first) * max(first))}
             why = f"centred on the middle of B = {middle}'s grid: no trained optimum yet"
-        rates = neighbours.first_grid(predicted, settings, cfg.learning_rate.neighbour_rates,
+        rates = neighbours.first_grid(list(predicted.values()), settings,
+                                      cfg.learning_rate.neighbour_rates,
                                       cfg.learning_rate.neighbour_spacing)
         return search.Plan(tuple(rates), {"first grid": why})
 
