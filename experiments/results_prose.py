@@ -264,19 +264,44 @@ def _bcrit(t: dict) -> str:
 
 
 def _floor_sentence(results: Path, millions: Callable[[float], str]) -> str:
-    """Both quickstarts against the fewest runs any search could train (experiments/
-    search_cost.py, from their committed runs); empty where their run files are absent."""
+    """Both quickstarts against the floors no search goes below (experiments/search_cost.py,
+    from their committed runs); empty where their run files are absent."""
     floors = {n: against_floor(results / n) for n in ("quickstart", "quickstart_neighbours")}
-    if not all(f for _, f in floors.values()):
+    if not all(f for _, f, _ in floors.values()):
         return ""
-    over = {n: f"{_x(t / f)}x its {millions(f)}" for n, (t, f) in floors.items()}
-    return (" Against the fewest runs any search could train here (the first grid's rates that "
-            "do not diverge and two more per batch size, each at every seed and trained only as "
-            "far as its reading rule needs; `python experiments/search_cost.py "
-            f"results/quickstart_neighbours`), neighbours trained {over['quickstart_neighbours']} "
-            f"and the whole first grid {over['quickstart']}: the rounds' rates and the runs "
+    over = {n: (f"{_x(t / f)}x its {millions(f)}", f"{_x(t / b)}x its {millions(b)}")
+            for n, (t, f, b) in floors.items()}
+    return (" Against the fewest runs a search from its own first grid could train (the first "
+            "grid's rates that do not diverge and two more per batch size, each at every seed "
+            "and trained only as far as its reading rule needs; `python experiments/"
+            f"search_cost.py results/quickstart_neighbours`), neighbours trained "
+            f"{over['quickstart_neighbours'][0]} and the whole first grid "
+            f"{over['quickstart'][0]}; that floor grows with the first grid it is given. "
+            "Against the brackets' floor, which does not (each target's best rate and the "
+            "nearest rate tried on each side of it, at every seed, the rates any search that "
+            "brackets every best must train), neighbours trained "
+            f"{over['quickstart_neighbours'][1]} and the whole first grid "
+            f"{over['quickstart'][1]}: the rounds' rates and the runs "
             "stopped as dominated, which go on until the best rate's slowest seed is read, hold "
             "the rest.")
+
+
+def _log_width(point: dict) -> float | None:
+    ci = point["optimum"]["steps_ci"] if point.get("optimum") else None
+    return math.log(ci[1] / ci[0]) if ci and ci[0] > 0 else None
+
+
+def _widest(grid: dict, ours: dict) -> str:
+    """One target's point whose optimum interval widened most from neighbours against the
+    whole grid (in log), with the rates each tried there."""
+    widened = [(_log_width(q) / _log_width(p), p, q) for p, q in zip(grid["points"],
+                                                                     ours["points"])
+               if _log_width(p) and _log_width(q)]
+    if not widened:
+        return f"{grid['name']}: -"
+    ratio, p, q = max(widened, key=lambda w: w[0])
+    return (f"{grid['name']} at B = {num(p['batch_size'])}, {_x(ratio)}x as wide, from "
+            f"{q['num_lrs']} rates against {p['num_lrs']}")
 
 
 def neighbours_fields(results: Path) -> dict:
@@ -299,6 +324,7 @@ def neighbours_fields(results: Path) -> dict:
              for g, o in pairs if g.get("b_crit_ci") and o.get("b_crit_ci")]
     return dict(runs_grid=num(runs(grid)), runs_ours=num(runs(ours)),
                 widths=_x(statistics.median(spans)) if spans else "-",
+                widest="; ".join(_widest(g, o) for g, o in pairs),
                 floors=_floor_sentence(results, millions),
                 examples_grid=millions(cost(grid)), examples_ours=millions(cost(ours)),
                 moved_target=moved[0], moved_b=num(moved[1]["batch_size"]),
@@ -315,11 +341,12 @@ def neighbours_fields(results: Path) -> dict:
 NEIGHBOURS = """\
 [quickstart_neighbours/](quickstart_neighbours/report.md) is the quickstart with
 `learning_rate.first_grid: neighbours` (`python experiments/run_study.py quickstart
-learning_rate.first_grid=neighbours --out results/quickstart_neighbours`): the middle batch size
-trains the whole first grid, the others start from a few rates close together, centred on the
-optimum the two nearest searched batch sizes predict, and search on from there. It trained {runs_ours} runs and {examples_ours} examples where the
-whole first grid took {runs_grid} and {examples_grid} ({ratio}x the examples). The best rate
-tried is the same in {same} of the {points} (batch size, target) points.{floors}
+learning_rate.first_grid=neighbours --out results/quickstart_neighbours --pack`): the middle
+batch size trains the whole first grid, the others start, for each target, from three rates one
+lattice step apart around the optimum the two nearest searched batch sizes predict for it, and
+search on from there. It trained {runs_ours} runs and {examples_ours} examples where the whole
+first grid took {runs_grid} and {examples_grid} ({ratio}x the examples). The best rate tried is
+the same in {same} of the {points} (batch size, target) points.{floors}
 
 | target | B_crit, whole first grid | B_crit, from neighbours |
 |---|---|---|
@@ -329,11 +356,13 @@ tried is the same in {same} of the {points} (batch size, target) points.{floors}
 steps that moved most are at {moved_target}, B = {moved_b}: {moved_grid} from the whole grid,
 {moved_ours} from neighbours ({moved_lr}): the cross-fitted selection picks among the rates
 around the best on held-out seeds, and those rates differ between the two sweeps. Where it is
-weak: its B_crit intervals span {widths}x the whole grid's in log (median over targets), a
-cause not traced here (not the cross-fitted selection: re-analysed with `--lr-selection min`,
-they stay about as wide); the batch sizes wait on their neighbours, so groups are narrower and
-the sweep runs in one process (no shards); wall times were not measured side by side.
+weak: its B_crit intervals span {widths}x the whole grid's in log (median over targets). They
+widen where a batch size's optimum is read from fewer rates: the optimum's parabola, refitted on
+each leave-one-seed-out draw, moves more. The point whose optimum interval widened most, per
+target: {widest}. The batch sizes wait on their neighbours, so groups are narrower and the
+sweep runs in one process (no shards).
 """
+
 
 # -- adam_surge ---------------------------------------------------------------------------------
 

@@ -152,11 +152,11 @@ def brackets_floor(out: Path, runs: list[dict]) -> int:
     return total
 
 
-def against_floor(out: Path) -> tuple[int, int]:
-    """(examples a searched sweep's folder trained, `fewest_floor` of it)."""
+def against_floor(out: Path) -> tuple[int, int, int]:
+    """(examples a searched sweep's folder trained, `fewest_floor` of it, `brackets_floor`)."""
     runs = summaries(out)
-    round_of = rounds_of(out)
-    return sum(s["examples"] for s in runs), fewest_floor(floors(out, runs, round_of))
+    return (sum(s["examples"] for s in runs), fewest_floor(floors(out, runs, rounds_of(out))),
+            brackets_floor(out, runs))
 
 
 def floor_lines(table: dict[int, dict[int, list[int]]],
@@ -196,8 +196,7 @@ def main() -> None:
     round_of = rounds_of(args.dir)
     table = split(runs, round_of)
     per = floors(args.dir, runs, round_of)
-    brackets = brackets_floor(args.dir, runs)
-    trained = sum(s["examples"] for s in runs)
+    trained, _, brackets = against_floor(args.dir)
     print("\n".join(lines(table) + floor_lines(table, per) + [
         f"floor of the brackets (each target's best and its nearest rate tried on each side, "
         f"at every seed; any search that brackets every best trains these): {brackets:,} "
