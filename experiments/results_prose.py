@@ -360,7 +360,8 @@ weak: its B_crit intervals span {widths}x the whole grid's in log (median over t
 widen where a batch size's optimum is read from fewer rates: the optimum's parabola, refitted on
 each leave-one-seed-out draw, moves more. The point whose optimum interval widened most, per
 target: {widest}. The batch sizes wait on their neighbours, so groups are narrower and the
-sweep runs in one process (no shards).
+sweep runs in one process (no shards); both sweeps' wall times, side by side on one machine,
+are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
 """
 
 
