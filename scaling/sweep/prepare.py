@@ -165,7 +165,7 @@ class Prepared:
 
     def neighbour_grid(self, size: int, finished: dict[str, dict[str, Any]]) -> search.Plan:
         """The first grid of a batch size released by its neighbour (scaling.sweep.neighbours):
-        centred on the optimum that the batch sizes whose search is done predict."""
+        around each target's optimum as the batch sizes whose search is done predict it."""
         cfg, middle = self.cfg, neighbours.middle(self.cfg.batch.sizes)
         optima: dict[str, dict[int, float]] = {}
         for b in cfg.batch.sizes:
