@@ -304,6 +304,30 @@ def _widest(grid: dict, ours: dict) -> str:
             f"{q['num_lrs']} rates against {p['num_lrs']}")
 
 
+def _default_cells(result: dict) -> list[dict]:
+    """A coverage spectrum's cells of 3-seed groups read the default way (cross-fitted
+    selection, jackknife intervals)."""
+    return [c for c in result["cells"] if c["group_size"] == 3 and c["selection"] == "crossfit"
+            and c["method"] == "jackknife"]
+
+
+def _coverage_sentence(results: Path) -> str:
+    """The first grid from neighbours' interval coverage on the NQM beside the whole grid's, on
+    the spectra both coverage studies ran."""
+    ours = _load(results / "coverage_neighbours" / "coverage.json")
+    whole = {r["spectrum"]: r for r in _load(results / "coverage" / "coverage.json")}
+    parts = []
+    for res in ours:
+        pairs = zip(_default_cells(res), _default_cells(whole[res["spectrum"]]))
+        parts.append(f"on the {res['spectrum']} spectrum (`{res['command']}`), its 3-seed "
+                     "intervals (cross-fitted, jackknife) held the closed form's B_crit in "
+                     + ", ".join(f"{_pct(a['coverage'])} of {a['groups']} groups against the "
+                                 f"whole grid's {_pct(b['coverage'])} of {b['groups']}"
+                                 for a, b in pairs)
+                     + " at its three targets")
+    return "; ".join(parts)
+
+
 def neighbours_fields(results: Path) -> dict:
     """The quickstart trained from the whole first grid and from neighbours: what each cost,
     whether the optima and B_crit agree."""
@@ -325,6 +349,7 @@ def neighbours_fields(results: Path) -> dict:
     return dict(runs_grid=num(runs(grid)), runs_ours=num(runs(ours)),
                 widths=_x(statistics.median(spans)) if spans else "-",
                 widest="; ".join(_widest(g, o) for g, o in pairs),
+                coverage=_coverage_sentence(results),
                 floors=_floor_sentence(results, millions),
                 examples_grid=millions(cost(grid)), examples_ours=millions(cost(ours)),
                 moved_target=moved[0], moved_b=num(moved[1]["batch_size"]),
@@ -359,7 +384,10 @@ around the best on held-out seeds, and those rates differ between the two sweeps
 weak: its B_crit intervals span {widths}x the whole grid's in log (median over targets). They
 widen where a batch size's optimum is read from fewer rates: the optimum's parabola, refitted on
 each leave-one-seed-out draw, moves more. The point whose optimum interval widened most, per
-target: {widest}. The batch sizes wait on their neighbours, so groups are narrower and the
+target: {widest}. Whether they hold their level, on the NQM's closed form: {coverage}. There
+the rates were placed by every seed of one sweep, more than a 3-seed sweep's search would use,
+and with so few groups a share moves by several points from one group. The batch sizes wait on
+their neighbours, so groups are narrower and the
 sweep runs in one process (no shards); both sweeps' wall times, side by side on one machine,
 are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
 """
@@ -1221,7 +1249,8 @@ SECTIONS = (
     Section("The GPT family over widths and budgets: scale_gpt", ("scale_gpt/analysis.json",),
             scale_gpt_fields, SCALE_GPT),
     Section("The first grid from neighbours: the quickstart both ways",
-            ("quickstart/analysis.json", "quickstart_neighbours/analysis.json"),
+            ("quickstart/analysis.json", "quickstart_neighbours/analysis.json",
+             "coverage/coverage.json", "coverage_neighbours/coverage.json"),
             neighbours_fields, NEIGHBOURS),
     Section("Adam's optimum over batch size: adam_surge", ("adam_surge/analysis.json",),
             adam_surge_fields, ADAM_SURGE),

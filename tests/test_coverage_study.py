@@ -50,8 +50,8 @@ def test_the_harness_on_a_tiny_nqm(coverage, monkeypatch):
     # train, and SGD on a quadratic does not grow the rounding a group's width changes.
     study_config = coverage.sweep_config
 
-    def auto(name: str, seeds: int):
-        cfg = study_config(name, seeds)
+    def auto(name: str, seeds: int, first_grid: str = "grid"):
+        cfg = study_config(name, seeds, first_grid)
         return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, repack="auto"))
 
     monkeypatch.setattr(coverage, "sweep_config", auto)
