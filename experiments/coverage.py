@@ -15,8 +15,8 @@ the replicates' own 95% spread, and the point estimate's median ratio to the tru
     python experiments/coverage.py --spectra noise  # one spectrum
     python experiments/coverage.py --seeds 12       # a quick look (4 groups of 3)
     python experiments/coverage.py --render         # report.md again from coverage.json
-    python experiments/coverage.py --spectra noise --seeds 48 --first-grid neighbours \
-        --out results/coverage_neighbours           # the first grid from neighbours (~3 min)
+    python experiments/coverage.py --first-grid neighbours --out results/coverage_neighbours
+                                                    # the first grid from neighbours
 
 Writes results/coverage/{coverage.json, report.md}; the run files stay under
 results/coverage/<spectrum>/runs (not committed; a rerun resumes them and only analyses).

@@ -313,19 +313,17 @@ def _default_cells(result: dict) -> list[dict]:
 
 def _coverage_sentence(results: Path) -> str:
     """The first grid from neighbours' interval coverage on the NQM beside the whole grid's, on
-    the spectra both coverage studies ran."""
+    the spectra both coverage studies ran, with what each trained."""
     ours = _load(results / "coverage_neighbours" / "coverage.json")
     whole = {r["spectrum"]: r for r in _load(results / "coverage" / "coverage.json")}
-    parts = []
-    for res in ours:
-        pairs = zip(_default_cells(res), _default_cells(whole[res["spectrum"]]))
-        parts.append(f"on the {res['spectrum']} spectrum (`{res['command']}`), its 3-seed "
-                     "intervals (cross-fitted, jackknife) held the closed form's B_crit in "
-                     + ", ".join(f"{_pct(a['coverage'])} of {a['groups']} groups against the "
-                                 f"whole grid's {_pct(b['coverage'])} of {b['groups']}"
-                                 for a, b in pairs)
-                     + " at its three targets")
-    return "; ".join(parts)
+    shares = lambda res: ", ".join(_pct(c["coverage"]) for c in _default_cells(res))
+    groups = sorted({c["groups"] for r in ours for c in _default_cells(r)})
+    per = "; ".join(f"{r['spectrum']} {shares(r)} for "
+                    f"{_x(r['examples'] / whole[r['spectrum']]['examples'])}x the examples "
+                    f"(whole grid {shares(whole[r['spectrum']])})" for r in ours)
+    return (f"`{ours[0]['command']}` cuts each spectrum's sweep into "
+            f"{', '.join(map(str, groups))} groups of 3 seeds; their intervals (cross-fitted, "
+            f"jackknife) held the closed form's B_crit at the three targets in {per}")
 
 
 def neighbours_fields(results: Path) -> dict:
