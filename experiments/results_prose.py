@@ -304,9 +304,9 @@ def _widest(grid: dict, ours: dict) -> str:
             f"{q['num_lrs']} rates against {p['num_lrs']}")
 
 
-def _default_cells(result: dict) -> list[dict]:
+def default_cells(result: dict) -> list[dict]:
     """A coverage spectrum's cells of 3-seed groups read the default way (cross-fitted
-    selection, jackknife intervals)."""
+    selection, jackknife intervals): the ones results/README.md quotes."""
     return [c for c in result["cells"] if c["group_size"] == 3 and c["selection"] == "crossfit"
             and c["method"] == "jackknife"]
 
@@ -316,8 +316,8 @@ def _coverage_sentence(results: Path) -> str:
     the spectra both coverage studies ran, with what each trained."""
     ours = _load(results / "coverage_neighbours" / "coverage.json")
     whole = {r["spectrum"]: r for r in _load(results / "coverage" / "coverage.json")}
-    shares = lambda res: ", ".join(_pct(c["coverage"]) for c in _default_cells(res))
-    groups = sorted({c["groups"] for r in ours for c in _default_cells(r)})
+    shares = lambda res: ", ".join(_pct(c["coverage"]) for c in default_cells(res))
+    groups = sorted({c["groups"] for r in ours for c in default_cells(r)})
     per = "; ".join(f"{r['spectrum']} {shares(r)} for "
                     f"{_x(r['examples'] / whole[r['spectrum']]['examples'])}x the examples "
                     f"(whole grid {shares(whole[r['spectrum']])})" for r in ours)

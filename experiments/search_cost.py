@@ -138,11 +138,10 @@ def bracket_rates(group: list[dict]) -> set[str]:
     return keep
 
 
-def brackets_floor(out: Path, runs: list[dict]) -> int:
+def brackets_floor(runs: list[dict], per: dict[int, tuple[int, int, int, int]]) -> int:
     """The floor no search can go below in hindsight: `bracket_rates` at every seed, each run
-    that did not diverge to its floor per run (`floors`); one rate at every seed where no
-    target was reached (its budget: some run must show that)."""
-    per = floors(out, runs, {})
+    that did not diverge to its floor per run (`per`, from `floors`); one rate at every seed
+    where no target was reached (its budget: some run must show that)."""
     total = 0
     for b, (per_run, _, _, seeds) in per.items():
         group = [s for s in runs if s["batch_size"] == b]
@@ -155,8 +154,8 @@ def brackets_floor(out: Path, runs: list[dict]) -> int:
 def against_floor(out: Path) -> tuple[int, int, int]:
     """(examples a searched sweep's folder trained, `fewest_floor` of it, `brackets_floor`)."""
     runs = summaries(out)
-    return (sum(s["examples"] for s in runs), fewest_floor(floors(out, runs, rounds_of(out))),
-            brackets_floor(out, runs))
+    per = floors(out, runs, rounds_of(out))
+    return sum(s["examples"] for s in runs), fewest_floor(per), brackets_floor(runs, per)
 
 
 def floor_lines(table: dict[int, dict[int, list[int]]],
@@ -196,7 +195,7 @@ def main() -> None:
     round_of = rounds_of(args.dir)
     table = split(runs, round_of)
     per = floors(args.dir, runs, round_of)
-    trained, _, brackets = against_floor(args.dir)
+    trained, brackets = sum(s["examples"] for s in runs), brackets_floor(runs, per)
     print("\n".join(lines(table) + floor_lines(table, per) + [
         f"floor of the brackets (each target's best and its nearest rate tried on each side, "
         f"at every seed; any search that brackets every best trains these): {brackets:,} "

@@ -136,8 +136,7 @@ def coverage_table() -> list[str]:
         return []
     rows = []
     for res in results:
-        cells = [c for c in res["cells"] if c["group_size"] == 3 and c["selection"] == "crossfit"
-                 and c["method"] == "jackknife"]
+        cells = results_prose.default_cells(res)
         ones = [c for c in res["cells"] if c["group_size"] == 1]
         cover = [c["coverage"] for c in cells]
         width = [c["median_width_over_spread"] for c in cells]
@@ -495,8 +494,7 @@ def _nqm_paragraph() -> list[str]:
                      f"exact value at {inside} of {len(exact['targets'])} targets "
                      "([nqm/exact.md](nqm/exact.md)).")
     if cover:
-        cells = [c for r in cover for c in r["cells"] if c["group_size"] == 3
-                 and c["selection"] == "crossfit" and c["method"] == "jackknife"]
+        cells = [c for r in cover for c in results_prose.default_cells(r)]
         ones = [c["median_ratio"] for r in cover for c in r["cells"] if c["group_size"] == 1]
         lines.append(f"Over {len(cover)} NQM spectra and {len(cells)} targets, the default "
                      f"interval of 3 seeds held the closed form's B_crit in "

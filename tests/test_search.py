@@ -441,7 +441,7 @@ def test_search_cost_splits_the_examples_and_gives_the_reading_rules_floor(tmp_p
     assert f"{7 * 360 + 7 * 800:,} examples" in three
     assert tool["bracket_rates"]([r for r in runs if r["batch_size"] == 8]) == {
         "0.1", "0.316228", "1"}
-    assert tool["brackets_floor"](tmp_path, runs) == 720 + 800
+    assert tool["brackets_floor"](runs, floors) == 720 + 800
     assert tool["status_lines"](runs, floors) == [
         "budget: 1 runs trained 1.00x the floor [1.00, 1.00]",
         "completed: 2 runs trained 1.22x the floor [1.13, 1.31]"]
