@@ -139,7 +139,8 @@ def test_a_run_better_than_the_fixed_one_after_the_switch_is_ahead_not_behind():
     assert got["interval"]["why"].startswith("stayed ahead of the fixed batch 64 run")
     assert "seed 0, 1" in got["interval"]["why"]
     behind = catch_up(*_records({0: 1e9, 1: 1e9}), 0.1, 64, 0.2, "eval_loss")
-    assert behind["interval"]["why"] == "never came within the tolerance where both ran at seed 0, 1"
+    assert behind["interval"]["why"] == ("never came within the tolerance where both ran at "
+                                         "seed 0, 1")
 
 
 def test_a_switch_schedules_analysis_gives_its_catch_up(tmp_path):

@@ -81,7 +81,7 @@ def test_the_grid_is_on_the_middles_lattice_the_grids_factor_apart():
     assert rates == pytest.approx([s.on_lattice(k) for k in (8, 19, 30)], rel=1e-5)
     assert rates[2] / rates[1] == pytest.approx(HALF_DECADE, rel=1e-5)
     assert N.first_grid([0.07], s, 2) == pytest.approx([s.on_lattice(k) for k in (19, 30)],
-                                                     rel=1e-5)
+                                                       rel=1e-5)
     assert N.first_grid([0.07], s, 1) == pytest.approx([s.on_lattice(19)], rel=1e-5)
 
 
@@ -106,8 +106,8 @@ def test_a_grid_spaced_closer_is_whole_lattice_steps_apart_and_walks_out_by_its_
                    [0.01, 0.0316228, 0.1, 0.316228, 1.0])
     assert N.lattice_steps(s, 1.4) == 3 and N.lattice_steps(s, 1.01) == 1
     assert N.lattice_steps(s, None) == 11
-    assert N.first_grid([0.07], s, 3, 1.4) == pytest.approx([s.on_lattice(k) for k in (16, 19, 22)],
-                                                          rel=1e-5)
+    assert N.first_grid([0.07], s, 3, 1.4) == pytest.approx(
+        [s.on_lattice(k) for k in (16, 19, 22)], rel=1e-5)
     released = N.released(s, 1.4)
     assert released.step == s.step and released.walk == 3 and N.released(s, None) == s
     assert released.walked(s.on_lattice(19), up=True) == s.on_lattice(22)
