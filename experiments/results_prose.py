@@ -294,9 +294,8 @@ def _log_width(point: dict) -> float | None:
 def _widest(grid: dict, ours: dict) -> str:
     """One target's point whose optimum interval widened most from neighbours against the
     whole grid (in log), with the rates each tried there."""
-    widened = [(_log_width(q) / _log_width(p), p, q) for p, q in zip(grid["points"],
-                                                                     ours["points"])
-               if _log_width(p) and _log_width(q)]
+    widened = [(wq / wp, p, q) for p, q in zip(grid["points"], ours["points"])
+               if (wp := _log_width(p)) and (wq := _log_width(q))]
     if not widened:
         return f"{grid['name']}: -"
     ratio, p, q = max(widened, key=lambda w: w[0])
@@ -384,10 +383,9 @@ widen where a batch size's optimum is read from fewer rates: the optimum's parab
 each leave-one-seed-out draw, moves more. The point whose optimum interval widened most, per
 target: {widest}. Whether they hold their level, on the NQM's closed form: {coverage}. There
 the rates were placed by every seed of one sweep, more than a 3-seed sweep's search would use,
-and with so few groups a share moves by several points from one group. The batch sizes wait on
-their neighbours, so groups are narrower and the
-sweep runs in one process (no shards); both sweeps' wall times, side by side on one machine,
-are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
+and with so few groups one group moves a share by a few points. The batch sizes wait on their
+neighbours, so groups are narrower and the sweep runs in one process (no shards); both sweeps'
+wall times, side by side on one machine, are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
 """
 
 
