@@ -17,11 +17,15 @@ the replicates' own 95% spread, and the point estimate's median ratio to the tru
     python experiments/coverage.py --render         # report.md again from coverage.json
     python experiments/coverage.py --first-grid neighbours --out results/coverage_neighbours
                                                     # the first grid from neighbours
+    python experiments/coverage.py --first-grid neighbours --own-search \
+        --out results/coverage_neighbours_own       # each 3-seed group searching on its own
 
 Writes results/coverage/{coverage.json, report.md}; the run files stay under
 results/coverage/<spectrum>/runs (not committed; a rerun resumes them and only analyses).
 The search of one sweep sees all its seeds, so the rates each group chooses among were placed
 by more seeds than a 3-seed sweep's own search would use: the groups share one set of rates.
+With --own-search each group of 3 seeds runs a sweep of its own instead (out/<spectrum>/group-<g>),
+as a user's 3-seed sweep would: 32 sweeps per spectrum.
 """
 
 from __future__ import annotations
@@ -58,7 +62,9 @@ MAX_STEPS = 3000
 EVAL_EVERY = 10  # plus 20 points per decade: the reading's resolution at a tenth of the rows
 SEEDS = 96
 GROUP_SIZES = (3, 1)
+OWN_GROUP = 3  # --own-search: the seeds of each group's own sweep
 BOOTSTRAP = 400  # percentile draws per group
+SPREAD_DRAWS = 2000  # bootstrap draws of the groups for the width ratio's interval
 DEFAULT_SELECTION = AnalysisConfig.lr_selection
 # Curvature h_i = i^-h_power, per-example noise variance c_i = c_scale i^-c_power; targets as
 # fractions of the starting loss.
@@ -74,9 +80,10 @@ SPECTRA = {
 }
 
 
-def sweep_config(name: str, seeds: int, first_grid: str = "grid") -> config_mod.Config:
-    """The sweep as a user runs it on one spectrum: the defaults but for the grid and budget
-    (and `first_grid`, learning_rate.first_grid)."""
+def sweep_config(name: str, seeds: int, first_grid: str = "grid",
+                 first_seed: int = 0) -> config_mod.Config:
+    """The sweep as a user runs it on one spectrum, on `seeds` seeds from `first_seed`: the
+    defaults but for the grid and budget (and `first_grid`, learning_rate.first_grid)."""
     task, _, _ = SPECTRA[name]
     return config_mod.from_dict({
         "name": f"coverage-{name}", "task": {"name": "nqm", "draw": "means", **task},
@@ -86,7 +93,7 @@ def sweep_config(name: str, seeds: int, first_grid: str = "grid") -> config_mod.
         "targets": target_names(name),
         "eval": {"every": EVAL_EVERY, "points_per_decade": 20}, "train": {"chunk_steps": 500},
         "parallel": {"data": 1, "runs": jax.device_count()}, "gns": {"enabled": False},
-        "seeds": list(range(seeds))})
+        "seeds": list(range(first_seed, first_seed + seeds))})
 
 
 def _targets(name: str) -> list[float]:
@@ -155,15 +162,39 @@ def _round(value: float) -> float:
     return float(f"{value:.5g}")
 
 
-def study(name: str, seeds: int, root: Path | None = None, first_grid: str = "grid") -> dict:
-    """Train (or resume) one spectrum's sweep under `root` (default OUT) and analyse every
-    group of its seeds."""
-    out = (root or OUT) / name
-    runner.run(sweep_config(name, seeds, first_grid), out, quiet=True)
-    records = store.load(out)
-    table = run_table(records, target_names(name), sweep_reading(out),
-                      clip=clipped_reading(yaml.safe_load((out / "sweep.yaml").read_text()),
-                                           records))
+def plans(name: str, seeds: int, out: Path, first_grid: str, own: bool
+          ) -> list[tuple[Path, config_mod.Config]]:
+    """The sweeps of one spectrum as (folder, config): one of every seed in `out`, or with `own`
+    one per group of OWN_GROUP seeds (out/group-<g>), each placing its rates by its own search
+    as a user's sweep of that many seeds does."""
+    if not own:
+        return [(out, sweep_config(name, seeds, first_grid))]
+    return [(out / f"group-{g}", sweep_config(name, OWN_GROUP, first_grid, g * OWN_GROUP))
+            for g in range(seeds // OWN_GROUP)]
+
+
+def trained(name: str, seeds: int, out: Path, first_grid: str, own: bool
+            ) -> tuple[list[dict], list[dict]]:
+    """(records, run table) of one spectrum, its sweeps (`plans`) trained or resumed."""
+    records, table, sweeps = [], [], plans(name, seeds, out, first_grid, own)
+    for i, (folder, cfg) in enumerate(sweeps):
+        runner.run(cfg, folder, quiet=True)
+        mine = store.load(folder)
+        records += mine
+        config = yaml.safe_load((folder / "sweep.yaml").read_text())
+        table += run_table(mine, target_names(name), sweep_reading(folder),
+                           clip=clipped_reading(config, mine))
+        if own:
+            print(f"{name}: group {i + 1} of {len(sweeps)} trained", file=sys.stderr, flush=True)
+    return records, table
+
+
+def study(name: str, seeds: int, root: Path | None = None, first_grid: str = "grid",
+          own: bool = False) -> dict:
+    """Train (or resume) one spectrum's sweep, or with `own` each group's (`trained`), under
+    `root` (default OUT) and analyse every group of its seeds. With `own` the rates differ
+    between groups, so no reading of every seed at once is made."""
+    records, table = trained(name, seeds, (root or OUT) / name, first_grid, own)
     rows, rng = [], np.random.default_rng(0)
     for size in GROUP_SIZES:
         methods = intervals.METHODS if size > 1 else (intervals.DEFAULT_METHOD,)
@@ -177,11 +208,12 @@ def study(name: str, seeds: int, root: Path | None = None, first_grid: str = "gr
                                                       how, method, rng)})
     every = list(range(seeds))
     return {"spectrum": name, "about": SPECTRA[name][2], "targets": target_names(name),
-            "first_grid": first_grid,
+            "first_grid": first_grid, "own_search": own,
             "truth": truths(name), "runs": len(records), "seeds": seeds,
             "exact_on_rates": [exact_on_rates(name, table, v) for v in _targets(name)],
-            "all_seeds": [measure(table, t, every, "min", intervals.DEFAULT_METHOD, rng,
-                                  0)["b_crit"] for t in target_names(name)],
+            "all_seeds": [None if own else measure(table, t, every, "min",
+                                                   intervals.DEFAULT_METHOD, rng, 0)["b_crit"]
+                          for t in target_names(name)],
             "train_s": round(store.training_seconds(records), 1),
             "examples": int(sum(r["summary"]["examples"] for r in records)), "rows": rows}
 
@@ -197,12 +229,58 @@ def summary(rows: list[dict], truth: float) -> dict:
     return {"groups": len(rows), "fitted": int(np.isfinite(values).sum()),
             "with_interval": len(cis), "width_dof": width_dof(cis),
             "coverage": float(np.mean([lo <= truth <= hi for lo, hi in cis])) if cis else None,
+            "coverage_ci": wilson([lo <= truth <= hi for lo, hi in cis]) if cis else None,
             "median_width_over_spread": (float(np.median(widths) / (spread[1] - spread[0]))
                                          if cis and spread[1] > spread[0] else None),
+            **width_over_sd(rows),
             "median_ratio": float(np.nanmedian(ratios)) if np.isfinite(ratios).any() else None,
             "ratio_10_90": ([float(v) for v in np.nanpercentile(ratios, [10, 90])]
                             if np.isfinite(ratios).any() else None),
             "identified": int(sum(r["identified"] for r in rows))}
+
+
+def wilson(held: list[bool]) -> list[float]:
+    """Wilson's 95% interval of the share of groups whose interval held the truth: with 32
+    groups a share of 94% is known to about [80%, 98%]."""
+    n, share, z = len(held), float(np.mean(held)), 1.96
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _over_sd(log_values: np.ndarray, log_widths: np.ndarray) -> float:
+    """Median log width over 2 x 1.96 x the sd of log B_crit across the groups."""
+    sd = float(np.std(log_values, ddof=1))
+    return float(np.median(log_widths) / (2 * 1.96 * sd)) if sd > 0 else math.nan
+
+
+def width_over_sd(rows: list[dict], draws: int = SPREAD_DRAWS) -> dict:
+    """The median width against the groups' spread read from their sd (log scale), unbiased
+    for normal values where the 2.5-97.5% percentiles of 32 groups read about 0.89x the
+    population's spread (`percentile_spread_bias`); with its 95% interval over the groups
+    resampled (`draws` bootstrap draws, seeded): the groups are few, so the ratio is uncertain
+    too. Groups fitted without an interval count in neither."""
+    keep = [(r["b_crit"], r["ci"]) for r in rows if r["b_crit"] and r["ci"]
+            and r["ci"][0] > 0 and r["ci"][1] > r["ci"][0]]
+    if len(keep) < 3:
+        return {"width_over_sd": None, "width_over_sd_ci": None}
+    logs = np.log([v for v, _ in keep])
+    widths = np.log([hi / lo for _, (lo, hi) in keep])
+    picks = np.random.default_rng(0).integers(0, len(keep), (draws, len(keep)))
+    boot = np.array([_over_sd(logs[i], widths[i]) for i in picks])
+    boot = boot[np.isfinite(boot)]
+    est = _over_sd(logs, widths)
+    return {"width_over_sd": est if math.isfinite(est) else None,
+            "width_over_sd_ci": ([float(v) for v in np.percentile(boot, [2.5, 97.5])]
+                                 if boot.size else None)}
+
+
+def percentile_spread_bias(groups: int, draws: int = 20000) -> float:
+    """The mean, over normal samples of `groups` values (seeded), of their 2.5-97.5% percentile
+    spread over the population's (2 x 1.96 sd): how low that spread reads with few groups."""
+    x = np.random.default_rng(0).standard_normal((draws, groups))
+    lo, hi = np.percentile(x, [2.5, 97.5], axis=1)
+    return float(np.mean(hi - lo) / (2 * 1.96))
 
 
 def width_dof(cis: list[list[float]]) -> float | None:
@@ -235,6 +313,20 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _covered(cell: dict) -> str:
+    """A cell's coverage with its interval over the groups: '94% [80%, 98%]'."""
+    ci = cell.get("coverage_ci")
+    return (f"{_pct(cell['coverage'])} [{ci[0]:.0%}, {ci[1]:.0%}]"
+            if ci and cell["coverage"] is not None else _pct(cell["coverage"]))
+
+
+def _over(cell: dict) -> str:
+    """A cell's width over its sd spread with its interval: '2.02 [1.61, 2.55]'."""
+    ci = cell.get("width_over_sd_ci")
+    value = _num(cell.get("width_over_sd"))
+    return f"{value} [{_num(ci[0])}, {_num(ci[1])}]" if ci and value != "-" else value
+
+
 def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -245,6 +337,10 @@ FIRST_GRID_TEXT = {
     "neighbours": "the middle batch size's only; the others start from 3 rates around the "
                   "optima their searched neighbours predict (learning_rate.first_grid: "
                   "neighbours), placed by every seed of the sweep, as the rounds are"}
+
+OWN_TEXT = (f"; here every group of {OWN_GROUP} seeds ran a sweep of its own, so its rates are "
+            "those its own search placed (--own-search); a 1-seed group is one seed of those "
+            "sweeps")
 
 
 def markdown(results: list[dict]) -> str:
@@ -257,8 +353,11 @@ def markdown(results: list[dict]) -> str:
              f"search and the stopping of dominated runs on, at most {MAX_STEPS:,} steps, the "
              "default reading; its seeds cut into disjoint groups, each analysed as a folder of "
              "its own. Truth: the closed form's B_crit at each batch size's optimal constant "
-             "learning rate. Coverage: the share of nominal-95% intervals that hold the truth; "
-             "width: the median interval width over the groups' own 2.5-97.5% spread of B_crit; "
+             "learning rate. Coverage: the share of nominal-95% intervals that hold the truth "
+             "[Wilson's 95% interval over the groups]; width / spread: the median interval width "
+             "over the groups' own 2.5-97.5% spread of B_crit; width / sd spread: the median "
+             "width over 2 x 1.96 x the groups' sd, both on the log scale [95% over the groups "
+             "resampled]; "
              "ratio: the median B_crit over the truth [10th, 90th percentile]; width dof: the "
              "degrees of freedom the intervals' variance carries, measured across the groups "
              "(2 / CV^2 of the squared half-widths, log scale).", ""] + width_lines(results)
@@ -266,18 +365,21 @@ def markdown(results: list[dict]) -> str:
         lines += [f"## {res['spectrum']}: {res['about']}", "",
                   f"{res['seeds']} seeds, {res['runs']:,} runs, {res['examples']:,} examples, "
                   f"training {res['train_s'] / 60:.1f} min; first grid: "
-                  f"{FIRST_GRID_TEXT[res.get('first_grid', 'grid')]}.", ""] + bias_lines(res) + [
+                  f"{FIRST_GRID_TEXT[res.get('first_grid', 'grid')]}"
+                  f"{OWN_TEXT if res.get('own_search') else ''}.", ""] + bias_lines(res) + [
                   "",
                   "| target | truth | seeds per group | selection | interval | groups | "
-                  "coverage | width / spread | width dof | ratio to truth | identified |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "coverage | width / spread | width / sd spread | width dof | ratio to truth | "
+                  "identified |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in res["cells"]:
             ratio = (f"{_num(c['median_ratio'], 3)} [{_num(c['ratio_10_90'][0])}, "
                      f"{_num(c['ratio_10_90'][1])}]" if c["ratio_10_90"] else "-")
             method = c["method"] if c["with_interval"] else "none"
             lines.append(f"| {c['target']} | {c['truth']:.4g} | {c['group_size']} | "
-                         f"{c['selection']} | {method} | {c['groups']} | {_pct(c['coverage'])} | "
-                         f"{_num(c['median_width_over_spread'])} | {_num(c['width_dof'], 1)} | "
+                         f"{c['selection']} | {method} | {c['groups']} | {_covered(c)} | "
+                         f"{_num(c['median_width_over_spread'])} | {_over(c)} | "
+                         f"{_num(c['width_dof'], 1)} | "
                          f"{ratio} | "
                          f"{c['identified']} of {c['groups']} |")
         lines.append("")
@@ -294,21 +396,28 @@ def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
                      and c["selection"] == DEFAULT_SELECTION and c[key] is not None],
                     lambda v: format(v, fmt))
     jack, pooled = intervals.DEFAULT_METHOD, "pooled"
+    groups, bias = results[0]["seeds"] // seeds, results[0]["percentile_spread_bias"]
+    floor = intervals.width_floor(seeds)
     return [f"Width with {seeds} seeds: an interval whose variance rests on {seeds} seeds alone "
             f"has {seeds - 1} degrees of freedom, so it takes t({seeds - 1}) = "
             f"{intervals.t975(seeds - 1):.2f} standard errors each side, and with the standard "
             f"error estimated without bias its median width is "
-            f"{intervals.width_floor(seeds):.2f}x the replicates' 95% spread. The {jack} is "
+            f"{floor:.2f}x the replicates' 95% spread. Read against the "
+            f"2.5-97.5% percentiles of {groups} groups, which average "
+            f"{bias:.2f}x the population's spread for normal values, "
+            f"that floor reads {floor / bias:.2f}x; against the "
+            f"groups' sd, {floor:.2f}x. The {jack} is "
             f"such an interval: its width's measured degrees of freedom "
             f"{over(jack, 'width_dof', '.1f')}, width "
-            f"{over(jack, 'median_width_over_spread', '.2f')}x, coverage "
+            f"{over(jack, 'median_width_over_spread', '.2f')}x the percentile spread and "
+            f"{over(jack, 'width_over_sd', '.2f')}x the sd spread, coverage "
             f"{over(jack, 'coverage', '.0%')} ({DEFAULT_SELECTION} selection, every spectrum and "
             f"target). Only an interval that borrows degrees of freedom across batch sizes can be "
             f"narrower: the {pooled} one counts each batch size's seeds as independent "
             f"(Satterthwaite), but the seeds are shared by every batch size, so its variance "
             f"carries {over(pooled, 'width_dof', '.1f')} degrees of freedom across the groups, "
             f"not the count it assumes, and it holds {over(pooled, 'coverage', '.0%')} at width "
-            f"{over(pooled, 'median_width_over_spread', '.2f')}x.", ""]
+            f"{over(pooled, 'median_width_over_spread', '.2f')}x the percentile spread.", ""]
 
 
 def bias_lines(res: dict) -> list[str]:
@@ -338,6 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="the folder of coverage.json, report.md and the run files "
                              "(default results/coverage)")
+    parser.add_argument("--own-search", action="store_true",
+                        help=f"one sweep per group of {OWN_GROUP} seeds, each searching for its "
+                             "own rates as a user's sweep does (default: one sweep of every seed, "
+                             "cut into groups)")
     parser.add_argument("--render", action="store_true",
                         help="write report.md again from the committed coverage.json, no training")
     args = parser.parse_args(argv)
@@ -345,11 +458,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         results = json.loads((args.out / "coverage.json").read_text())
     else:
-        results = [study(name, args.seeds, args.out, args.first_grid) for name in args.spectra]
+        results = [study(name, args.seeds, args.out, args.first_grid, args.own_search)
+                   for name in args.spectra]
         command = " ".join([DEFAULT_COMMAND, *(argv if argv is not None else sys.argv[1:])])
         results = [{**res, "command": command} for res in results]
     for res in results:
         res["cells"] = cells(res)
+        res["percentile_spread_bias"] = percentile_spread_bias(res["seeds"] // GROUP_SIZES[0])
     store.atomic_write(args.out / "coverage.json", store.dumps(results) + "\n")
     text = markdown(results)
     store.atomic_write(args.out / "report.md", text)

@@ -129,6 +129,16 @@ def state_table() -> list[str]:
             "| study | re-analysed | trained | run files committed |", "|---|---|---|---|"] + rows
 
 
+def _wide_cells(results: list[dict]) -> str:
+    """The default cells whose width over the sd spread exceeds 2 at the low end of its
+    interval, as 'precond eval_loss<=0.259369 (2.88 [2.23, 4.28])'; 'no target' if none."""
+    wide = [f"{res['spectrum']} {c['target']} ({c['width_over_sd']:.2f} "
+            f"[{c['width_over_sd_ci'][0]:.2f}, {c['width_over_sd_ci'][1]:.2f}])"
+            for res in results for c in results_prose.default_cells(res)
+            if c.get("width_over_sd_ci") and c["width_over_sd_ci"][0] > 2]
+    return ", ".join(wide) or "no target"
+
+
 def coverage_table() -> list[str]:
     """The default interval's measured coverage on the NQM, beside the headline table."""
     results = _load(RESULTS / "coverage" / "coverage.json")
@@ -140,11 +150,14 @@ def coverage_table() -> list[str]:
         ones = [c for c in res["cells"] if c["group_size"] == 1]
         cover = [c["coverage"] for c in cells]
         width = [c["median_width_over_spread"] for c in cells]
+        over_sd = [c.get("width_over_sd") for c in cells if c.get("width_over_sd") is not None]
         ratio = [c["median_ratio"] for c in cells + ones]
         dof = [c["width_dof"] for c in cells if c.get("width_dof") is not None]
         rows.append(f"| {res['spectrum']} | {len(cells)} | {cells[0]['groups']} | "
                     f"{min(cover):.0%}-{max(cover):.0%} | {min(width):.2f}-{max(width):.2f} | "
+                    f"{span(over_sd, lambda v: f'{v:.2f}')} | "
                     f"{span(dof, lambda v: f'{v:.1f}')} | {min(ratio):.3f}-{max(ratio):.3f} |")
+    groups, bias = results[0]["cells"][0]["groups"], results[0]["percentile_spread_bias"]
     return ["", "## How often the intervals hold the truth", "",
             "The default interval (leave-one-seed-out jackknife with the cross-fitted "
             "selection) against the closed form of the noisy quadratic model, per spectrum over "
@@ -153,14 +166,22 @@ def coverage_table() -> list[str]:
             "of 3-seed groups that hold the closed form's B_crit, their median width over the "
             "groups' own spread, and the point estimate's median ratio to the truth (3-seed "
             "and 1-seed groups; with 1 seed there is no interval).", "",
-            "| spectrum | targets | 3-seed groups | coverage | width / spread | width dof | "
-            "median ratio to truth |", "|---|---|---|---|---|---|---|"] + rows + [
+            "| spectrum | targets | 3-seed groups | coverage | width / spread | "
+            "width / sd spread | width dof | median ratio to truth |",
+            "|---|---|---|---|---|---|---|---|"] + rows + [
             "", "With 3 seeds an interval that holds its level cannot be much narrower than "
             "twice the spread: its variance rests on the 3 seeds, which every batch size "
             "shares, so it carries about 2 degrees of freedom (width dof: measured "
             "across the groups), takes t(2) standard errors each side, and with an unbiased "
             f"standard error its median width is {width_floor(3):.2f}x the spread; the jackknife's "
-            "widths beyond that are its standard error running above the spread. The pooled "
+            "widths beyond that are its standard error running above the spread. The spread "
+            "itself is read from the groups: their 2.5-97.5% percentiles (width / spread), "
+            f"which with {groups} groups read low (for normal values {bias:.2f}x the "
+            f"population's, so that even an unbiased interval reads {width_floor(3) / bias:.2f}x), "
+            "or 2 x 1.96 x their sd (width / sd spread), unbiased for normal values; with so few "
+            "groups either is uncertain ([coverage/report.md](coverage/report.md) gives each "
+            f"target's interval). Against the sd spread, the width is above 2x beyond its "
+            f"interval at {_wide_cells(results)}. The pooled "
             "interval, which counts each batch size's seeds as independent, is narrower and "
             "under-covers; [coverage/report.md](coverage/report.md) gives both."]
 

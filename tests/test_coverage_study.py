@@ -38,6 +38,40 @@ def test_width_dof_is_two_over_the_squared_half_widths_cv_squared(coverage):
     assert coverage.width_dof(_around([0.5, 1.0])) is None  # too few groups
 
 
+def test_wilson_interval_of_a_coverage_share_by_hand(coverage):
+    # 30 of 32: centre (p + z^2/2n) / (1 + z^2/n) = 0.8906, half-width 0.0921
+    lo, hi = coverage.wilson([True] * 30 + [False] * 2)
+    assert lo == pytest.approx(0.7985, abs=1e-4) and hi == pytest.approx(0.9827, abs=1e-4)
+    assert coverage.wilson([True] * 32)[1] == 1.0
+
+
+def test_width_over_the_sd_spread_by_hand(coverage):
+    # log B_crit -1, 0, 1 (sd 1); every interval 2 x 1.96 x 2 wide in log: twice the spread
+    rows = [{"b_crit": math.exp(x), "ci": [math.exp(x - 3.92), math.exp(x + 3.92)]}
+            for x in (-1.0, 0.0, 1.0)]
+    rows.append({"b_crit": 5.0, "ci": None})  # fitted without an interval: counts in neither
+    out = coverage.width_over_sd(rows, draws=200)
+    assert out["width_over_sd"] == pytest.approx(2.0)
+    low, high = out["width_over_sd_ci"]  # the groups resampled: their sd moves, widths do not
+    assert low < 2.0 < high and high <= 7.84 / (2 * 1.96 * math.sqrt(1 / 3)) + 1e-9
+    assert coverage.width_over_sd(rows[:2])["width_over_sd"] is None  # too few groups
+
+
+def test_the_percentiles_of_few_groups_read_a_normal_spread_low(coverage):
+    assert coverage.percentile_spread_bias(32) == pytest.approx(0.889, abs=0.01)
+    assert coverage.percentile_spread_bias(2000, draws=200) == pytest.approx(1.0, abs=0.01)
+
+
+def test_own_search_gives_each_group_of_three_seeds_a_sweep_of_its_own(coverage, tmp_path):
+    shared = coverage.plans("noise", 9, tmp_path, "neighbours", own=False)
+    assert [(folder, cfg.seeds) for folder, cfg in shared] == [(tmp_path, list(range(9)))]
+    own = coverage.plans("noise", 9, tmp_path, "neighbours", own=True)
+    assert [(folder.name, cfg.seeds) for folder, cfg in own] == [
+        ("group-0", [0, 1, 2]), ("group-1", [3, 4, 5]), ("group-2", [6, 7, 8])]
+    assert {cfg.learning_rate.first_grid for _, cfg in own} == {"neighbours"}
+    assert {cfg.name for _, cfg in own + shared} == {"coverage-noise"}
+
+
 @pytest.mark.slow
 @pytest.mark.optimised
 def test_the_harness_on_a_tiny_nqm(coverage, monkeypatch):
