@@ -9,7 +9,9 @@ dominated runs, the default reading) trains SEEDS seeds; the seeds are then cut 
 groups of 3 (and of 1), and each group is analysed as its own folder would be, by every
 interval method and learning-rate selection. Per spectrum, target, group size, method and
 selection: the share of nominal-95% intervals that hold the truth, their median width against
-the replicates' own 95% spread, and the point estimate's median ratio to the truth.
+the replicates' own 95% spread, and the point estimate's median ratio to the truth. One
+partition of the seeds into groups is one draw of that spread; the default reading is also
+measured over SUBSETS random 3-seed subsets of the same seeds, which average over partitions.
 
     python experiments/coverage.py                  # ~1 h on 2 cores (training ~45 min)
     python experiments/coverage.py --spectra noise  # one spectrum
@@ -62,8 +64,11 @@ MAX_STEPS = 3000
 EVAL_EVERY = 10  # plus 20 points per decade: the reading's resolution at a tenth of the rows
 SEEDS = 96
 GROUP_SIZES = (3, 1)
+SEED_BLOCKS = 8  # the subsets' interval: a jackknife leaving out a block of seeds at a time
+SUBSET_STREAM = 7  # the random subsets' own generator, apart from the groups' draws
 OWN_GROUP = 3  # --own-search: the seeds of each group's own sweep
 BOOTSTRAP = 400  # percentile draws per group
+SUBSETS = 960  # random 3-seed subsets per spectrum, the default reading only
 SPREAD_DRAWS = 2000  # bootstrap draws of the groups for the width ratio's interval
 DEFAULT_SELECTION = AnalysisConfig.lr_selection
 # Curvature h_i = i^-h_power, per-example noise variance c_i = c_scale i^-c_power; targets as
@@ -215,7 +220,72 @@ def study(name: str, seeds: int, root: Path | None = None, first_grid: str = "gr
                                                    intervals.DEFAULT_METHOD, rng, 0)["b_crit"]
                           for t in target_names(name)],
             "train_s": round(store.training_seconds(records), 1),
-            "examples": int(sum(r["summary"]["examples"] for r in records)), "rows": rows}
+            "examples": int(sum(r["summary"]["examples"] for r in records)), "rows": rows,
+            "subsets": [] if own else subset_rows(table, name, seeds, SUBSETS)}
+
+
+def subset_rows(table: list[dict], name: str, seeds: int, num: int) -> list[dict]:
+    """The default reading of `num` random 3-seed subsets of the sweep's seeds (seeded), one row
+    per subset and target. 32 disjoint groups give one partition of the seeds, and their spread
+    moves with it (a partition whose groups happen to agree reads the spread low); the subsets,
+    each a 3-seed experiment of its own, average over the partitions. They overlap, so their
+    shares carry no binomial interval."""
+    rng = np.random.default_rng(SUBSET_STREAM)
+    rows = []
+    for i in range(num):
+        chosen = sorted(int(v) for v in rng.choice(seeds, GROUP_SIZES[0], replace=False))
+        for ti, target in enumerate(target_names(name)):
+            rows.append({"subset": i, "seeds": chosen, "target": ti,
+                         **measure(table, target, chosen, DEFAULT_SELECTION,
+                                   intervals.DEFAULT_METHOD, rng)})
+    return rows
+
+
+def seed_blocks_interval(rows: list[dict], statistic, seeds: int, blocks: int = SEED_BLOCKS
+                         ) -> list[float] | None:
+    """A 95% interval of `statistic` over the subsets `rows`, from the seeds: the grouped
+    jackknife that leaves out, in turn, each of `blocks` blocks of consecutive seeds (and every
+    subset holding one of them), +- t(blocks - 1) se. The subsets' figures rest on one draw of
+    `seeds` seeds; this is how far another draw would move them."""
+    size = seeds // blocks
+    values = []
+    for b in range(blocks):
+        left = set(range(b * size, (b + 1) * size))
+        value = statistic([r for r in rows if not left & set(r["seeds"])])
+        if value is None:
+            return None
+        values.append(value)
+    values = np.array(values)
+    se = math.sqrt((blocks - 1) / blocks * float(np.sum((values - values.mean()) ** 2)))
+    centre = statistic(rows)
+    return [centre - intervals.t975(blocks - 1) * se, centre + intervals.t975(blocks - 1) * se]
+
+
+def subset_cells(result: dict) -> list[dict]:
+    """Per target over the random subsets: coverage, the median width over their sd spread, the
+    median ratio to the truth, and the sd of log B_crit over the subsets beside the disjoint
+    groups' (the default cell's)."""
+    out = []
+    for ti, target in enumerate(result["targets"]):
+        rows, truth = [r for r in result.get("subsets", []) if r["target"] == ti], \
+            result["truth"][ti]
+        groups = [r for r in result["rows"] if r["target"] == ti and r["group_size"] == 3
+                  and r["selection"] == DEFAULT_SELECTION
+                  and r["method"] == intervals.DEFAULT_METHOD]
+        if not rows or not truth:
+            continue
+        sd = lambda rs: float(np.std(np.log([r["b_crit"] for r in rs if r["b_crit"]]), ddof=1))
+        ratio = lambda rs: width_over_sd(rs, draws=0)["width_over_sd"]
+        held = lambda rs: (float(np.mean([r["ci"][0] <= truth <= r["ci"][1] for r in rs
+                                          if r["ci"]])) if any(r["ci"] for r in rs) else None)
+        out.append({"target": target, "subsets": len(rows), "width_over_sd": ratio(rows),
+                    "width_over_sd_ci": seed_blocks_interval(rows, ratio, result["seeds"]),
+                    "coverage": held(rows),
+                    "coverage_ci": seed_blocks_interval(rows, held, result["seeds"]),
+                    "median_ratio": float(np.median([r["b_crit"] / truth for r in rows
+                                                     if r["b_crit"]])),
+                    "sd_log": sd(rows), "sd_log_groups": sd(groups) if groups else None})
+    return out
 
 
 def summary(rows: list[dict], truth: float) -> dict:
@@ -267,7 +337,7 @@ def width_over_sd(rows: list[dict], draws: int = SPREAD_DRAWS) -> dict:
     logs = np.log([v for v, _ in keep])
     widths = np.log([hi / lo for _, (lo, hi) in keep])
     picks = np.random.default_rng(0).integers(0, len(keep), (draws, len(keep)))
-    boot = np.array([_over_sd(logs[i], widths[i]) for i in picks])
+    boot = np.array([_over_sd(logs[i], widths[i]) for i in picks]).reshape(-1)
     boot = boot[np.isfinite(boot)]
     est = _over_sd(logs, widths)
     return {"width_over_sd": est if math.isfinite(est) else None,
@@ -314,9 +384,9 @@ def _pct(value: float | None) -> str:
 
 
 def _covered(cell: dict) -> str:
-    """A cell's coverage with its interval over the groups: '94% [80%, 98%]'."""
+    """A cell's coverage with its 95% interval, within 0-100%: '94% [80%, 98%]'."""
     ci = cell.get("coverage_ci")
-    return (f"{_pct(cell['coverage'])} [{ci[0]:.0%}, {ci[1]:.0%}]"
+    return (f"{_pct(cell['coverage'])} [{max(0.0, ci[0]):.0%}, {min(1.0, ci[1]):.0%}]"
             if ci and cell["coverage"] is not None else _pct(cell["coverage"]))
 
 
@@ -382,8 +452,43 @@ def markdown(results: list[dict]) -> str:
                          f"{_num(c['width_dof'], 1)} | "
                          f"{ratio} | "
                          f"{c['identified']} of {c['groups']} |")
-        lines.append("")
+        lines += [""] + subset_lines(res)
     return "\n".join(lines)
+
+
+def subset_lines(res: dict) -> list[str]:
+    """The default reading over random 3-seed subsets (`subset_cells`), where there are any."""
+    found = res.get("subset_cells") or []
+    if not found:
+        return []
+    lines = [f"Over {found[0]['subsets']} random 3-seed subsets of the {res['seeds']} seeds "
+             f"({DEFAULT_SELECTION} selection, {intervals.DEFAULT_METHOD} intervals; the "
+             "subsets overlap, so their shares carry no binomial interval; the 95% intervals "
+             f"leave out each of {SEED_BLOCKS} blocks of seeds in turn, a grouped "
+             "jackknife):", "",
+             "| target | coverage | width / sd spread | ratio to truth (median) | "
+             "sd of log B_crit: subsets | disjoint groups |", "|---|---|---|---|---|---|"]
+    for c in found:
+        lines.append(f"| {c['target']} | {_covered(c)} | {_over(c)} | "
+                     f"{_num(c['median_ratio'], 3)} | {_num(c['sd_log'], 3)} | "
+                     f"{_num(c['sd_log_groups'], 3)} |")
+    return lines + [""]
+
+
+def subsets_sentence(results: list[dict]) -> str:
+    """The default reading's width and coverage over the random subsets, every spectrum and
+    target, where measured."""
+    found = [c for res in results for c in res.get("subset_cells") or []
+             if c["width_over_sd"] is not None]
+    if not found:
+        return ""
+    ends = lambda key, fmt: span([c[key] for c in found], lambda v: format(v, fmt))
+    return (f"One partition into groups is one draw of the spread; over "
+            f"{found[0]['subsets']} random 3-seed subsets of the same seeds, which average over "
+            f"the partitions, its width is {ends('width_over_sd', '.2f')}x the sd spread "
+            f"(the largest upper end of their intervals "
+            f"{max(c['width_over_sd_ci'][1] for c in found if c['width_over_sd_ci']):.2f}x) "
+            f"and its coverage {ends('coverage', '.0%')}. ")
 
 
 def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
@@ -412,7 +517,7 @@ def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
             f"{over(jack, 'median_width_over_spread', '.2f')}x the percentile spread and "
             f"{over(jack, 'width_over_sd', '.2f')}x the sd spread, coverage "
             f"{over(jack, 'coverage', '.0%')} ({DEFAULT_SELECTION} selection, every spectrum and "
-            f"target). Only an interval that borrows degrees of freedom across batch sizes can be "
+            f"target). {subsets_sentence(results)}Only an interval that borrows degrees of freedom across batch sizes can be "
             f"narrower: the {pooled} one counts each batch size's seeds as independent "
             f"(Satterthwaite), but the seeds are shared by every batch size, so its variance "
             f"carries {over(pooled, 'width_dof', '.1f')} degrees of freedom across the groups, "
@@ -463,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         command = " ".join([DEFAULT_COMMAND, *(argv if argv is not None else sys.argv[1:])])
         results = [{**res, "command": command} for res in results]
     for res in results:
-        res["cells"] = cells(res)
+        res["cells"], res["subset_cells"] = cells(res), subset_cells(res)
         res["percentile_spread_bias"] = percentile_spread_bias(res["seeds"] // GROUP_SIZES[0])
     store.atomic_write(args.out / "coverage.json", store.dumps(results) + "\n")
     text = markdown(results)

@@ -325,6 +325,26 @@ def _coverage_sentence(results: Path) -> str:
             f"jackknife) held the closed form's B_crit at the three targets in {per}")
 
 
+def _own_search_sentence(results: Path) -> str:
+    """The neighbours mode's coverage where each 3-seed group ran a search of its own, beside
+    the same spectra cut from one sweep."""
+    own = _load(results / "coverage_neighbours_own" / "coverage.json")
+    shared = {r["spectrum"]: r for r in _load(results / "coverage_neighbours" / "coverage.json")}
+    shares = lambda res: ", ".join(_pct(c["coverage"]) for c in default_cells(res))
+    ratios = lambda res: span([c["median_ratio"] for c in default_cells(res)],
+                              lambda v: f"{v:.3f}")
+    widths = lambda res: span([c["width_over_sd"] for c in default_cells(res)],
+                              lambda v: f"{v:.2f}")
+    per = "; ".join(f"{r['spectrum']} {shares(r)} (median ratio to the truth {ratios(r)}, "
+                    f"width {widths(r)}x the sd spread; cut from one sweep: "
+                    f"{shares(shared[r['spectrum']])}, width {widths(shared[r['spectrum']])}x)"
+                    for r in own)
+    groups = sorted({c["groups"] for r in own for c in default_cells(r)})
+    return (f"With each group of 3 seeds running a sweep and a search of its own instead, as a "
+            f"user's 3-seed sweep does (`{own[0]['command']}`, {', '.join(map(str, groups))} "
+            f"groups), the intervals held it in {per}")
+
+
 def neighbours_fields(results: Path) -> dict:
     """The quickstart trained from the whole first grid and from neighbours: what each cost,
     whether the optima and B_crit agree."""
@@ -346,7 +366,7 @@ def neighbours_fields(results: Path) -> dict:
     return dict(runs_grid=num(runs(grid)), runs_ours=num(runs(ours)),
                 widths=_x(statistics.median(spans)) if spans else "-",
                 widest="; ".join(_widest(g, o) for g, o in pairs),
-                coverage=_coverage_sentence(results),
+                coverage=_coverage_sentence(results), own=_own_search_sentence(results),
                 floors=_floor_sentence(results, millions),
                 examples_grid=millions(cost(grid)), examples_ours=millions(cost(ours)),
                 moved_target=moved[0], moved_b=num(moved[1]["batch_size"]),
@@ -383,8 +403,8 @@ widen where a batch size's optimum is read from fewer rates: the optimum's parab
 each leave-one-seed-out draw, moves more. The point whose optimum interval widened most, per
 target: {widest}. Whether they hold their level, on the NQM's closed form: {coverage}. There
 the rates were placed by every seed of one sweep, more than a 3-seed sweep's search would use,
-and with so few groups one group moves a share by a few points. The batch sizes wait on their
-neighbours, so groups are narrower and the sweep runs in one process (no shards); both sweeps'
+and with so few groups one group moves a share by a few points. {own}. The batch sizes wait
+on their neighbours, so groups are narrower and the sweep runs in one process (no shards); both sweeps'
 wall times, side by side on one machine, are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
 """
 
@@ -1246,7 +1266,8 @@ SECTIONS = (
             scale_gpt_fields, SCALE_GPT),
     Section("The first grid from neighbours: the quickstart both ways",
             ("quickstart/analysis.json", "quickstart_neighbours/analysis.json",
-             "coverage/coverage.json", "coverage_neighbours/coverage.json"),
+             "coverage/coverage.json", "coverage_neighbours/coverage.json",
+             "coverage_neighbours_own/coverage.json"),
             neighbours_fields, NEIGHBOURS),
     Section("Adam's optimum over batch size: adam_surge", ("adam_surge/analysis.json",),
             adam_surge_fields, ADAM_SURGE),

@@ -139,6 +139,25 @@ def _wide_cells(results: list[dict]) -> str:
     return ", ".join(wide) or "no target"
 
 
+def _subsets_sentence(results: list[dict]) -> str:
+    """What the random 3-seed subsets give against the disjoint groups, where measured."""
+    found = [(res, c) for res in results for c in res.get("subset_cells") or []
+             if c["width_over_sd"] is not None]
+    if not found:
+        return ""
+    moved = [c["sd_log"] / c["sd_log_groups"] for _, c in found if c["sd_log_groups"]]
+    highest = max(c["width_over_sd_ci"][1] for _, c in found if c.get("width_over_sd_ci"))
+    return (f"But one partition into groups is one draw of the spread. Over "
+            f"{found[0][1]['subsets']} random 3-seed subsets of the same seeds, each a 3-seed "
+            f"experiment of its own, which average over the partitions (they overlap, so their "
+            f"intervals come from a jackknife over blocks of seeds, not a binomial), the sd of "
+            f"log B_crit is {span(moved, lambda v: f'{v:.2f}')}x the groups', the width "
+            f"{span([c['width_over_sd'] for _, c in found], lambda v: f'{v:.2f}')}x the sd "
+            f"spread at every spectrum and target (the highest upper end {highest:.2f}x), near "
+            f"the {width_floor(3):.2f}x floor of an interval on 3 seeds, and the coverage "
+            f"{span([c['coverage'] for _, c in found], lambda v: f'{v:.0%}')}. ")
+
+
 def coverage_table() -> list[str]:
     """The default interval's measured coverage on the NQM, beside the headline table."""
     results = _load(RESULTS / "coverage" / "coverage.json")
@@ -151,11 +170,14 @@ def coverage_table() -> list[str]:
         cover = [c["coverage"] for c in cells]
         width = [c["median_width_over_spread"] for c in cells]
         over_sd = [c.get("width_over_sd") for c in cells if c.get("width_over_sd") is not None]
+        subsets = [c for c in res.get("subset_cells") or [] if c["width_over_sd"] is not None]
         ratio = [c["median_ratio"] for c in cells + ones]
         dof = [c["width_dof"] for c in cells if c.get("width_dof") is not None]
         rows.append(f"| {res['spectrum']} | {len(cells)} | {cells[0]['groups']} | "
                     f"{min(cover):.0%}-{max(cover):.0%} | {min(width):.2f}-{max(width):.2f} | "
                     f"{span(over_sd, lambda v: f'{v:.2f}')} | "
+                    f"{span([c['width_over_sd'] for c in subsets], lambda v: f'{v:.2f}')} | "
+                    f"{span([c['coverage'] for c in subsets], lambda v: f'{v:.0%}')} | "
                     f"{span(dof, lambda v: f'{v:.1f}')} | {min(ratio):.3f}-{max(ratio):.3f} |")
     groups, bias = results[0]["cells"][0]["groups"], results[0]["percentile_spread_bias"]
     return ["", "## How often the intervals hold the truth", "",
@@ -167,21 +189,21 @@ def coverage_table() -> list[str]:
             "groups' own spread, and the point estimate's median ratio to the truth (3-seed "
             "and 1-seed groups; with 1 seed there is no interval).", "",
             "| spectrum | targets | 3-seed groups | coverage | width / spread | "
-            "width / sd spread | width dof | median ratio to truth |",
-            "|---|---|---|---|---|---|---|---|"] + rows + [
+            "width / sd spread | random subsets: width / sd spread | coverage | width dof | "
+            "median ratio to truth |",
+            "|---|---|---|---|---|---|---|---|---|---|"] + rows + [
             "", "With 3 seeds an interval that holds its level cannot be much narrower than "
             "twice the spread: its variance rests on the 3 seeds, which every batch size "
             "shares, so it carries about 2 degrees of freedom (width dof: measured "
             "across the groups), takes t(2) standard errors each side, and with an unbiased "
-            f"standard error its median width is {width_floor(3):.2f}x the spread; the jackknife's "
-            "widths beyond that are its standard error running above the spread. The spread "
+            f"standard error its median width is {width_floor(3):.2f}x the spread. The spread "
             "itself is read from the groups: their 2.5-97.5% percentiles (width / spread), "
             f"which with {groups} groups read low (for normal values {bias:.2f}x the "
             f"population's, so that even an unbiased interval reads {width_floor(3) / bias:.2f}x), "
             "or 2 x 1.96 x their sd (width / sd spread), unbiased for normal values; with so few "
             "groups either is uncertain ([coverage/report.md](coverage/report.md) gives each "
-            f"target's interval). Against the sd spread, the width is above 2x beyond its "
-            f"interval at {_wide_cells(results)}. The pooled "
+            f"target's interval); against the groups' sd the width is above 2x beyond its "
+            f"interval at {_wide_cells(results)}. {_subsets_sentence(results)}The pooled "
             "interval, which counts each batch size's seeds as independent, is narrower and "
             "under-covers; [coverage/report.md](coverage/report.md) gives both."]
 

@@ -62,6 +62,38 @@ def test_the_percentiles_of_few_groups_read_a_normal_spread_low(coverage):
     assert coverage.percentile_spread_bias(2000, draws=200) == pytest.approx(1.0, abs=0.01)
 
 
+def test_subset_cells_by_hand(coverage):
+    """Four subsets at one target, log B_crit / 10 at -1, 0, 1, 0 (sd sqrt(2/3)) with intervals
+    2 x 1.96 x sqrt(2/3) wide in log (width / sd spread 1, half-width 1.60): of the truth at
+    1.7 only the subset at 1 holds it; the disjoint groups' sd beside it."""
+    half = 1.96 * math.sqrt(2 / 3)
+    subsets = [{"subset": i, "seeds": [0, 1, 2], "target": 0, "b_crit": 10 * math.exp(x),
+                "ci": [10 * math.exp(x - half), 10 * math.exp(x + half)]}
+               for i, x in enumerate((-1.0, 0.0, 1.0, 0.0))]
+    groups = [{"target": 0, "group_size": 3, "selection": coverage.DEFAULT_SELECTION,
+               "method": intervals.DEFAULT_METHOD, "b_crit": 10 * math.exp(x)}
+              for x in (-0.5, 0.5)]
+    result = {"targets": ["eval_loss<=1"], "truth": [10 * math.exp(1.7)], "subsets": subsets,
+              "rows": groups, "seeds": 16}
+    (cell,) = coverage.subset_cells(result)
+    assert cell["subsets"] == 4 and cell["coverage"] == 0.25
+    assert cell["width_over_sd"] == pytest.approx(1.0)
+    assert cell["sd_log"] == pytest.approx(math.sqrt(2 / 3))
+    assert cell["sd_log_groups"] == pytest.approx(math.sqrt(0.5))
+    assert cell["median_ratio"] == pytest.approx(math.exp(-1.7))
+    assert cell["width_over_sd_ci"] is None  # leaving out seeds 0-1 leaves no subset
+    assert coverage.subset_cells({**result, "subsets": []}) == []
+
+
+def test_seed_blocks_interval_is_the_grouped_jackknife_by_hand(coverage):
+    # one row per seed 0..7 with value i, blocks of one seed: the jackknife of a mean is s / sqrt(n)
+    rows = [{"seeds": [i], "x": float(i)} for i in range(8)]
+    mean = lambda rs: float(sum(r["x"] for r in rs) / len(rs)) if rs else None
+    lo, hi = coverage.seed_blocks_interval(rows, mean, seeds=8, blocks=8)
+    half = intervals.t975(7) * math.sqrt(6 / 8)  # sample variance of 0..7 is 6
+    assert lo == pytest.approx(3.5 - half) and hi == pytest.approx(3.5 + half)
+
+
 def test_own_search_gives_each_group_of_three_seeds_a_sweep_of_its_own(coverage, tmp_path):
     shared = coverage.plans("noise", 9, tmp_path, "neighbours", own=False)
     assert [(folder, cfg.seeds) for folder, cfg in shared] == [(tmp_path, list(range(9)))]
@@ -80,6 +112,7 @@ def test_the_harness_on_a_tiny_nqm(coverage, monkeypatch):
     jackknife intervals per target holds the truth) and the 1-seed groups' missing ones."""
     monkeypatch.setattr(coverage, "SIZES", [4, 16, 64, 256])
     monkeypatch.setattr(coverage, "BOOTSTRAP", 50)
+    monkeypatch.setattr(coverage, "SUBSETS", 4)
     # train.repack: auto, as the NQM B_crit tests: the chunks compile for far longer than they
     # train, and SGD on a quadratic does not grow the rounding a group's width changes.
     study_config = coverage.sweep_config
@@ -101,6 +134,11 @@ def test_the_harness_on_a_tiny_nqm(coverage, monkeypatch):
         assert len(singles) == 6 and all(r["ci"] is None for r in singles)
         assert all(r["why"] == intervals.ONE_SEED for r in singles)
         assert all(0.7 <= r["b_crit"] / exact <= 1.4 for r in jack + singles), (ti, exact)
-    result["cells"] = coverage.cells(result)
+    subsets = result["subsets"]
+    assert len(subsets) == 4 * len(truth) and all(len(set(r["seeds"])) == 3 for r in subsets)
+    assert all(0.7 <= r["b_crit"] / truth[r["target"]] <= 1.4 for r in subsets)
+    result["cells"], result["subset_cells"] = coverage.cells(result), coverage.subset_cells(result)
+    result["percentile_spread_bias"] = coverage.percentile_spread_bias(2)
     text = coverage.markdown([result])
+    assert "random 3-seed subsets of the 6 seeds" in text
     assert "## spread:" in text and "width dof" in text and "t(2) = 4.30" in text
