@@ -517,29 +517,37 @@ def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
             f"{over(jack, 'median_width_over_spread', '.2f')}x the percentile spread and "
             f"{over(jack, 'width_over_sd', '.2f')}x the sd spread, coverage "
             f"{over(jack, 'coverage', '.0%')} ({DEFAULT_SELECTION} selection, every spectrum and "
-            f"target). {subsets_sentence(results)}Only an interval that borrows degrees of freedom across batch sizes can be "
-            f"narrower: the {pooled} one counts each batch size's seeds as independent "
+            f"target). {subsets_sentence(results)}Only an interval that borrows degrees of "
+            f"freedom across batch sizes can be narrower: the {pooled} one counts each batch size's seeds as independent "
             f"(Satterthwaite), but the seeds are shared by every batch size, so its variance "
             f"carries {over(pooled, 'width_dof', '.1f')} degrees of freedom across the groups, "
             f"not the count it assumes, and it holds {over(pooled, 'coverage', '.0%')} at width "
             f"{over(pooled, 'median_width_over_spread', '.2f')}x the percentile spread.", ""]
 
 
+def _median(values: list[float | None]) -> float | None:
+    """The median of the values fitted (None where none was)."""
+    kept = [v for v in values if v]
+    return float(np.median(kept)) if kept else None
+
+
 def bias_lines(res: dict) -> list[str]:
     """Where a bias comes from, per target: the grid and search (the closed form read at the
     rates tried, as the analysis reads them), the reading (every seed at once against that),
-    and the selection over few seeds (the 3-seed groups' median against every seed's)."""
+    and the selection over few seeds (the 3-seed and 1-seed groups' medians against every
+    seed's)."""
     lines = ["Where the point estimate's bias comes from (ratios of B_crit):", "",
              "| target | truth | rates tried / truth | all seeds / rates tried | "
-             "3-seed groups (median) / all seeds |", "|---|---|---|---|---|"]
+             "3-seed groups (median) / all seeds | 1-seed groups (median) / all seeds |",
+             "|---|---|---|---|---|---|"]
     for ti, name in enumerate(res["targets"]):
         truth, grid, every = res["truth"][ti], res["exact_on_rates"][ti], res["all_seeds"][ti]
-        groups = [r["b_crit"] for r in res["rows"] if r["target"] == ti and r["group_size"] == 3
-                  and r["selection"] == "min" and r["method"] == intervals.DEFAULT_METHOD
-                  and r["b_crit"]]
+        median = lambda size: _median([r["b_crit"] for r in res["rows"] if r["target"] == ti
+                                       and r["group_size"] == size and r["selection"] == "min"
+                                       and r["method"] == intervals.DEFAULT_METHOD])
         ratio = lambda a, b: f"{a / b:.3f}" if a and b else "-"
         lines.append(f"| {name} | {truth:.4g} | {ratio(grid, truth)} | {ratio(every, grid)} | "
-                     f"{ratio(float(np.median(groups)) if groups else None, every)} |")
+                     f"{ratio(median(3), every)} | {ratio(median(1), every)} |")
     return lines
 
 
