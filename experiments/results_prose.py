@@ -340,9 +340,13 @@ def _own_search_sentence(results: Path) -> str:
                     f"{shares(shared[r['spectrum']])}, width {widths(shared[r['spectrum']])}x)"
                     for r in own)
     groups = sorted({c["groups"] for r in own for c in default_cells(r)})
+    spectrum, low = min(((r["spectrum"], c) for r in own for c in default_cells(r)),
+                        key=lambda pair: pair[1]["coverage"])
     return (f"With each group of 3 seeds running a sweep and a search of its own instead, as a "
             f"user's 3-seed sweep does (`{own[0]['command']}`, {', '.join(map(str, groups))} "
-            f"groups), the intervals held it in {per}")
+            f"groups), the intervals held it in {per}. The lowest share, {_pct(low['coverage'])} "
+            f"at {spectrum}'s {low['target']}, has Wilson's 95% interval "
+            f"[{_pct(low['coverage_ci'][0])}, {_pct(low['coverage_ci'][1])}] over its groups")
 
 
 def neighbours_fields(results: Path) -> dict:
