@@ -276,8 +276,7 @@ def subset_cells(result: dict) -> list[dict]:
             continue
         sd = lambda rs: float(np.std(np.log([r["b_crit"] for r in rs if r["b_crit"]]), ddof=1))
         ratio = lambda rs: width_over_sd(rs, draws=0)["width_over_sd"]
-        held = lambda rs: (float(np.mean([r["ci"][0] <= truth <= r["ci"][1] for r in rs
-                                          if r["ci"]])) if any(r["ci"] for r in rs) else None)
+        held = lambda rs: _share(_holds([r["ci"] for r in rs if r["ci"]], truth))
         out.append({"target": target, "subsets": len(rows), "width_over_sd": ratio(rows),
                     "width_over_sd_ci": seed_blocks_interval(rows, ratio, result["seeds"]),
                     "coverage": held(rows),
@@ -298,8 +297,8 @@ def summary(rows: list[dict], truth: float) -> dict:
     widths = [hi - lo for lo, hi in cis]
     return {"groups": len(rows), "fitted": int(np.isfinite(values).sum()),
             "with_interval": len(cis), "width_dof": width_dof(cis),
-            "coverage": float(np.mean([lo <= truth <= hi for lo, hi in cis])) if cis else None,
-            "coverage_ci": wilson([lo <= truth <= hi for lo, hi in cis]) if cis else None,
+            "coverage": _share(_holds(cis, truth)),
+            "coverage_ci": wilson(_holds(cis, truth)) if cis else None,
             "median_width_over_spread": (float(np.median(widths) / (spread[1] - spread[0]))
                                          if cis and spread[1] > spread[0] else None),
             **width_over_sd(rows),
@@ -307,6 +306,16 @@ def summary(rows: list[dict], truth: float) -> dict:
             "ratio_10_90": ([float(v) for v in np.nanpercentile(ratios, [10, 90])]
                             if np.isfinite(ratios).any() else None),
             "identified": int(sum(r["identified"] for r in rows))}
+
+
+def _holds(cis: list[list[float]], truth: float) -> list[bool]:
+    """Whether each interval holds the truth."""
+    return [lo <= truth <= hi for lo, hi in cis]
+
+
+def _share(held: list[bool]) -> float | None:
+    """The share of intervals that held the truth (None without any)."""
+    return float(np.mean(held)) if held else None
 
 
 def wilson(held: list[bool]) -> list[float]:
@@ -518,8 +527,8 @@ def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
             f"{over(jack, 'width_over_sd', '.2f')}x the sd spread, coverage "
             f"{over(jack, 'coverage', '.0%')} ({DEFAULT_SELECTION} selection, every spectrum and "
             f"target). {subsets_sentence(results)}Only an interval that borrows degrees of "
-            f"freedom across batch sizes can be narrower: the {pooled} one counts each batch size's seeds as independent "
-            f"(Satterthwaite), but the seeds are shared by every batch size, so its variance "
+            f"freedom across batch sizes can be narrower: the {pooled} one counts each batch "
+            f"size's seeds as independent (Satterthwaite), but the seeds are shared by every batch size, so its variance "
             f"carries {over(pooled, 'width_dof', '.1f')} degrees of freedom across the groups, "
             f"not the count it assumes, and it holds {over(pooled, 'coverage', '.0%')} at width "
             f"{over(pooled, 'median_width_over_spread', '.2f')}x the percentile spread.", ""]

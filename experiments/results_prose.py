@@ -310,16 +310,20 @@ def default_cells(result: dict) -> list[dict]:
             and c["method"] == "jackknife"]
 
 
+def _shares(result: dict) -> str:
+    """A coverage spectrum's default cells' shares, per target: '94%, 94%, 91%'."""
+    return ", ".join(_pct(c["coverage"]) for c in default_cells(result))
+
+
 def _coverage_sentence(results: Path) -> str:
     """The first grid from neighbours' interval coverage on the NQM beside the whole grid's, on
     the spectra both coverage studies ran, with what each trained."""
     ours = _load(results / "coverage_neighbours" / "coverage.json")
     whole = {r["spectrum"]: r for r in _load(results / "coverage" / "coverage.json")}
-    shares = lambda res: ", ".join(_pct(c["coverage"]) for c in default_cells(res))
     groups = sorted({c["groups"] for r in ours for c in default_cells(r)})
-    per = "; ".join(f"{r['spectrum']} {shares(r)} for "
+    per = "; ".join(f"{r['spectrum']} {_shares(r)} for "
                     f"{_x(r['examples'] / whole[r['spectrum']]['examples'])}x the examples "
-                    f"(whole grid {shares(whole[r['spectrum']])})" for r in ours)
+                    f"(whole grid {_shares(whole[r['spectrum']])})" for r in ours)
     return (f"`{ours[0]['command']}` cuts each spectrum's sweep into "
             f"{', '.join(map(str, groups))} groups of 3 seeds; their intervals (cross-fitted, "
             f"jackknife) held the closed form's B_crit at the three targets in {per}")
@@ -330,14 +334,13 @@ def _own_search_sentence(results: Path) -> str:
     the same spectra cut from one sweep."""
     own = _load(results / "coverage_neighbours_own" / "coverage.json")
     shared = {r["spectrum"]: r for r in _load(results / "coverage_neighbours" / "coverage.json")}
-    shares = lambda res: ", ".join(_pct(c["coverage"]) for c in default_cells(res))
     ratios = lambda res: span([c["median_ratio"] for c in default_cells(res)],
                               lambda v: f"{v:.3f}")
     widths = lambda res: span([c["width_over_sd"] for c in default_cells(res)],
                               lambda v: f"{v:.2f}")
-    per = "; ".join(f"{r['spectrum']} {shares(r)} (median ratio to the truth {ratios(r)}, "
+    per = "; ".join(f"{r['spectrum']} {_shares(r)} (median ratio to the truth {ratios(r)}, "
                     f"width {widths(r)}x the sd spread; cut from one sweep: "
-                    f"{shares(shared[r['spectrum']])}, width {widths(shared[r['spectrum']])}x)"
+                    f"{_shares(shared[r['spectrum']])}, width {widths(shared[r['spectrum']])}x)"
                     for r in own)
     groups = sorted({c["groups"] for r in own for c in default_cells(r)})
     spectrum, low = min(((r["spectrum"], c) for r in own for c in default_cells(r)),

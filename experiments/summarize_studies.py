@@ -139,29 +139,32 @@ def _wide_cells(results: list[dict]) -> str:
     return ", ".join(wide) or "no target"
 
 
+def _measured_subsets(results: list[dict]) -> list[dict]:
+    """Every spectrum's random-subset cells (coverage.py's subset_cells) with a width read."""
+    return [c for res in results for c in res.get("subset_cells") or []
+            if c["width_over_sd"] is not None]
+
+
 def _subset_widths(results: list[dict]) -> str:
     """The default interval's median width over the random subsets' sd spread, as a range."""
-    return span([c["width_over_sd"] for res in results for c in res.get("subset_cells") or []
-                 if c["width_over_sd"] is not None], lambda v: f"{v:.2f}")
+    return span([c["width_over_sd"] for c in _measured_subsets(results)], lambda v: f"{v:.2f}")
 
 
 def _subsets_sentence(results: list[dict]) -> str:
     """What the random 3-seed subsets give against the disjoint groups, where measured."""
-    found = [(res, c) for res in results for c in res.get("subset_cells") or []
-             if c["width_over_sd"] is not None]
+    found = _measured_subsets(results)
     if not found:
         return ""
-    moved = [c["sd_log"] / c["sd_log_groups"] for _, c in found if c["sd_log_groups"]]
-    highest = max(c["width_over_sd_ci"][1] for _, c in found if c.get("width_over_sd_ci"))
+    moved = [c["sd_log"] / c["sd_log_groups"] for c in found if c["sd_log_groups"]]
+    highest = max(c["width_over_sd_ci"][1] for c in found if c.get("width_over_sd_ci"))
     return (f"But one partition into groups is one draw of the spread. Over "
-            f"{found[0][1]['subsets']} random 3-seed subsets of the same seeds, each a 3-seed "
+            f"{found[0]['subsets']} random 3-seed subsets of the same seeds, each a 3-seed "
             f"experiment of its own, which average over the partitions (they overlap, so their "
             f"intervals come from a jackknife over blocks of seeds, not a binomial), the sd of "
             f"log B_crit is {span(moved, lambda v: f'{v:.2f}')}x the groups', the width "
-            f"{span([c['width_over_sd'] for _, c in found], lambda v: f'{v:.2f}')}x the sd "
-            f"spread at every spectrum and target (the highest upper end {highest:.2f}x), near "
+            f"{_subset_widths(results)}x the sd spread at every spectrum and target (the highest upper end {highest:.2f}x), near "
             f"the {width_floor(3):.2f}x floor of an interval on 3 seeds, and the coverage "
-            f"{span([c['coverage'] for _, c in found], lambda v: f'{v:.0%}')}. ")
+            f"{span([c['coverage'] for c in found], lambda v: f'{v:.0%}')}. ")
 
 
 def coverage_table() -> list[str]:
