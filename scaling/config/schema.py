@@ -234,9 +234,9 @@ class TrainConfig:
     fsdp: split each run's parameters and optimizer state over this many devices
     (scaling.train.fsdp); the batch then splits over data x fsdp.
     stop_dominated: at chunk boundaries, stop a run that can no longer be its batch size's best
-    learning rate at any target: a lower bound of its learning rate's mean steps exceeds the
-    best's by more than dominated_margin (relative); the best and its neighbours never stop
-    (scaling.sweep.stopping.dominated).
+    learning rate at any target it has not yet decided: a lower bound of its learning rate's
+    mean steps exceeds the best's by more than dominated_margin (relative); at a target still
+    open the best and its neighbours never stop (scaling.sweep.stopping.dominated).
     peak_tflops: one device's peak TFLOP/s at the compute precision, for MFU on a device whose
     published peak the table in scaling.train.throughput lacks (none: no MFU there, as on CPU).
     """

@@ -4,8 +4,9 @@ A `Dominance` is a sink of one group (it keeps its runs' rows, counted) and the 
 (scaling.train.loop.Stopper): after each chunk the loop folds in, it reads every run of the
 batch size, this group's from their rows (the series its reach rule reads, kept as rows
 arrive: `columns`, `from_series`) and the others' from their summaries, and names the running
-runs `dominated` says may stop: those whose rate's mean steps, at every target, can no longer
-come within a margin of the best's, and that are no neighbour of a rate that still may. Runs
+runs `dominated` says may stop: those whose rate's mean steps, at every target they have not
+yet decided, can no longer come within a margin of the best's, and that are no neighbour of a
+rate that still may there. Runs
 are compared only with runs of the same optimizer scalars (grid axes other than the learning
 rate), as the analysis does.
 """
@@ -50,15 +51,18 @@ def dominated(runs: list[search.RunReading], targets: list[str], margin: float,
               near: float | None = None) -> list[bool]:
     """Per run of `runs` (every run of one batch size, finished ones included, so the cells
     and their neighbours are whole), whether it may stop now: it is running, and at every
-    target a lower bound of its rate's mean steps over seeds (seeds not yet there counted at
-    their Censored bound) exceeds the best rate's mean by more than `margin` (relative), and
-    it is no neighbour of a rate that may still win. Never the best or its neighbours; with
-    `near`, neighbours count only within that factor in rate: a search with rounds left
-    places rates between a farther one and the best, whose bound is enough to place them."""
-    keep: set[str] = set()
-    for target in targets:
-        keep |= _kept(search.cells(runs, target), margin, near)
-    return [r.running and search.rate_key(r.learning_rate) not in keep for r in runs]
+    target it has not yet decided, a lower bound of its rate's mean steps over seeds (seeds
+    not yet there counted at their Censored bound) exceeds the best rate's mean by more than
+    `margin` (relative), and it is no neighbour of a rate that may still win there. A target
+    the run has decided needs nothing more of it, so a rate that is the best at an easy target
+    stops once no hard one can use it. Never the best or its neighbours at a target still
+    open; with `near`, neighbours count only within that factor in rate: a search with rounds
+    left places rates between a farther one and the best, whose bound is enough to place
+    them."""
+    keep = {target: _kept(search.cells(runs, target), margin, near) for target in targets}
+    open_at = lambda r: [t for t in targets if isinstance(r.steps.get(t), Censored)]
+    return [r.running and bool(open_at(r)) and all(
+        search.rate_key(r.learning_rate) not in keep[t] for t in open_at(r)) for r in runs]
 
 
 def censored_steps(reading: search.RunReading) -> dict[str, float]:
