@@ -269,7 +269,7 @@ def _floor_sentence(results: Path, millions: Callable[[float], str]) -> str:
     floors = {n: against_floor(results / n) for n in ("quickstart", "quickstart_neighbours")}
     if not all(f for _, f, _ in floors.values()):
         return ""
-    over = {n: (f"{_x(t / f)}x its {millions(f)}", f"{_x(t / b)}x its {millions(b)}")
+    over = {n: (f"{t / f:.2f}x its {millions(f)}", f"{t / b:.2f}x its {millions(b)}")
             for n, (t, f, b) in floors.items()}
     return (" Against the fewest runs a search from its own first grid could train (the first "
             "grid's rates that do not diverge and two more per batch size, each at every seed "
