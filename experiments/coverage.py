@@ -13,7 +13,7 @@ the replicates' own 95% spread, and the point estimate's median ratio to the tru
 partition of the seeds into groups is one draw of that spread; the default reading is also
 measured over SUBSETS random 3-seed subsets of the same seeds, which average over partitions.
 
-    python experiments/coverage.py                  # ~1 h on 2 cores (training ~45 min)
+    python experiments/coverage.py                  # about 15 min on 2 cores
     python experiments/coverage.py --spectra noise  # one spectrum
     python experiments/coverage.py --seeds 12       # a quick look (4 groups of 3)
     python experiments/coverage.py --render         # report.md again from coverage.json

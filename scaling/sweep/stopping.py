@@ -6,9 +6,8 @@ batch size, this group's from their rows (the series its reach rule reads, kept 
 arrive: `columns`, `from_series`) and the others' from their summaries, and names the running
 runs `dominated` says may stop: those whose rate's mean steps, at every target they have not
 yet decided, can no longer come within a margin of the best's, and that are no neighbour of a
-rate that still may there. Runs
-are compared only with runs of the same optimizer scalars (grid axes other than the learning
-rate), as the analysis does.
+rate that still may there. Runs are compared only with runs of the same optimizer scalars
+(grid axes other than the learning rate), as the analysis does.
 """
 
 from __future__ import annotations
@@ -60,9 +59,13 @@ def dominated(runs: list[search.RunReading], targets: list[str], margin: float,
     left places rates between a farther one and the best, whose bound is enough to place
     them."""
     keep = {target: _kept(search.cells(runs, target), margin, near) for target in targets}
-    open_at = lambda r: [t for t in targets if isinstance(r.steps.get(t), Censored)]
-    return [r.running and bool(open_at(r)) and all(
-        search.rate_key(r.learning_rate) not in keep[t] for t in open_at(r)) for r in runs]
+
+    def may_stop(run: search.RunReading) -> bool:
+        still_open = [t for t in targets if isinstance(run.steps.get(t), Censored)]
+        rate = search.rate_key(run.learning_rate)
+        return run.running and bool(still_open) and all(rate not in keep[t] for t in still_open)
+
+    return [may_stop(r) for r in runs]
 
 
 def censored_steps(reading: search.RunReading) -> dict[str, float]:
