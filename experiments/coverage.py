@@ -528,9 +528,10 @@ def width_lines(results: list[dict], seeds: int = 3) -> list[str]:
             f"{over(jack, 'coverage', '.0%')} ({DEFAULT_SELECTION} selection, every spectrum and "
             f"target). {subsets_sentence(results)}Only an interval that borrows degrees of "
             f"freedom across batch sizes can be narrower: the {pooled} one counts each batch "
-            f"size's seeds as independent (Satterthwaite), but the seeds are shared by every batch size, so its variance "
-            f"carries {over(pooled, 'width_dof', '.1f')} degrees of freedom across the groups, "
-            f"not the count it assumes, and it holds {over(pooled, 'coverage', '.0%')} at width "
+            f"size's seeds as independent (Satterthwaite), but the seeds are shared by every "
+            f"batch size, so its variance carries {over(pooled, 'width_dof', '.1f')} degrees of "
+            f"freedom across the groups, not the count it assumes, and it holds "
+            f"{over(pooled, 'coverage', '.0%')} at width "
             f"{over(pooled, 'median_width_over_spread', '.2f')}x the percentile spread.", ""]
 
 

@@ -411,8 +411,8 @@ each leave-one-seed-out draw, moves more. The point whose optimum interval widen
 target: {widest}. Whether they hold their level, on the NQM's closed form: {coverage}. There
 the rates were placed by every seed of one sweep, more than a 3-seed sweep's search would use,
 and with so few groups one group moves a share by a few points. {own}. The batch sizes wait
-on their neighbours, so groups are narrower and the sweep runs in one process (no shards); both sweeps'
-wall times, side by side on one machine, are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
+on their neighbours, so groups are narrower and the sweep runs in one process (no shards); both
+sweeps' wall times, side by side on one machine, are in [docs/benchmarks.md](../docs/benchmarks.md#the-first-grid-from-neighbours-wall-time).
 """
 
 

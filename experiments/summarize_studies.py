@@ -162,8 +162,9 @@ def _subsets_sentence(results: list[dict]) -> str:
             f"experiment of its own, which average over the partitions (they overlap, so their "
             f"intervals come from a jackknife over blocks of seeds, not a binomial), the sd of "
             f"log B_crit is {span(moved, lambda v: f'{v:.2f}')}x the groups', the width "
-            f"{_subset_widths(results)}x the sd spread at every spectrum and target (the highest upper end {highest:.2f}x), near "
-            f"the {width_floor(3):.2f}x floor of an interval on 3 seeds, and the coverage "
+            f"{_subset_widths(results)}x the sd spread at every spectrum and target (the "
+            f"highest upper end {highest:.2f}x), near the {width_floor(3):.2f}x floor of an "
+            f"interval on 3 seeds, and the coverage "
             f"{span([c['coverage'] for c in found], lambda v: f'{v:.0%}')}. ")
 
 
@@ -179,7 +180,7 @@ def coverage_table() -> list[str]:
         cover = [c["coverage"] for c in cells]
         width = [c["median_width_over_spread"] for c in cells]
         over_sd = [c.get("width_over_sd") for c in cells if c.get("width_over_sd") is not None]
-        subsets = [c for c in res.get("subset_cells") or [] if c["width_over_sd"] is not None]
+        subsets = _measured_subsets([res])
         ratio = [c["median_ratio"] for c in cells + ones]
         dof = [c["width_dof"] for c in cells if c.get("width_dof") is not None]
         rows.append(f"| {res['spectrum']} | {len(cells)} | {cells[0]['groups']} | "

@@ -46,8 +46,9 @@ def test_stopping_keeps_the_best_rate_within_the_resolution_and_its_steps(tmp_pa
     """Stopping on and off: a run trained both ways reads the same where both finished; a
     stopped run is censored below what it would have read. A stopped neighbour enters the
     search's parabola at its bound, where left to finish it would have read its steps (or
-    none), so later rounds may place other rates: here at B = 8, eval_loss<=0.1, where 0.01
-    (decided at 0.3, 10x below the best at 0.1) stops, and the best found is one lattice step
+    none), so later rounds may place other rates: here at B = 8, eval_loss<=0.1, where the
+    first grid's 0.01 stops before reaching either target (left to finish, it never reaches
+    0.1), round 1 fits a parabola through its bound, and the best found is one lattice step
     from the one found without stopping, at steps within 1%."""
     on = runner.run(config(NQM), tmp_path / "on", quiet=True)
     off = runner.run(config(NQM, "train.stop_dominated=false"), tmp_path / "off", quiet=True)
